@@ -1,0 +1,190 @@
+#include "engine/gguf/gguf_writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace spw {
+
+namespace {
+
+class ByteSink {
+ public:
+  template <typename T>
+  void put(T x) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&x);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put_string(const std::string& s) {
+    put<uint64_t>(s.size());
+    bytes.insert(bytes.end(), s.begin(), s.end());
+  }
+  void pad_to(uint64_t alignment) {
+    while (bytes.size() % alignment != 0) bytes.push_back(0);
+  }
+  std::vector<uint8_t> bytes;
+};
+
+void put_value(ByteSink& out, const GgufWriteValue& v) {
+  switch (v.type) {
+    case GgufType::UINT8:
+      out.put<uint8_t>(static_cast<uint8_t>(std::get<uint64_t>(v.v)));
+      break;
+    case GgufType::INT8:
+      out.put<int8_t>(static_cast<int8_t>(std::get<int64_t>(v.v)));
+      break;
+    case GgufType::UINT16:
+      out.put<uint16_t>(static_cast<uint16_t>(std::get<uint64_t>(v.v)));
+      break;
+    case GgufType::INT16:
+      out.put<int16_t>(static_cast<int16_t>(std::get<int64_t>(v.v)));
+      break;
+    case GgufType::UINT32:
+      out.put<uint32_t>(static_cast<uint32_t>(std::get<uint64_t>(v.v)));
+      break;
+    case GgufType::INT32:
+      out.put<int32_t>(static_cast<int32_t>(std::get<int64_t>(v.v)));
+      break;
+    case GgufType::UINT64:
+      out.put<uint64_t>(std::get<uint64_t>(v.v));
+      break;
+    case GgufType::INT64:
+      out.put<int64_t>(std::get<int64_t>(v.v));
+      break;
+    case GgufType::FLOAT32:
+      out.put<float>(static_cast<float>(std::get<double>(v.v)));
+      break;
+    case GgufType::FLOAT64:
+      out.put<double>(std::get<double>(v.v));
+      break;
+    case GgufType::BOOL:
+      out.put<uint8_t>(std::get<bool>(v.v) ? 1 : 0);
+      break;
+    case GgufType::STRING:
+      out.put_string(std::get<std::string>(v.v));
+      break;
+    case GgufType::ARRAY: {
+      const auto& items = std::get<std::vector<GgufWriteValue>>(v.v);
+      out.put<uint32_t>(static_cast<uint32_t>(v.elem_type));
+      out.put<uint64_t>(items.size());
+      for (const auto& item : items) put_value(out, item);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+GgufWriteValue GgufWriteValue::str_array(const std::vector<std::string>& items) {
+  std::vector<GgufWriteValue> v;
+  v.reserve(items.size());
+  for (const auto& s : items) v.push_back(str(s));
+  return array(GgufType::STRING, std::move(v));
+}
+
+GgufWriteValue GgufWriteValue::f32_array(const std::vector<float>& items) {
+  std::vector<GgufWriteValue> v;
+  v.reserve(items.size());
+  for (float x : items) v.push_back(f32(x));
+  return array(GgufType::FLOAT32, std::move(v));
+}
+
+GgufWriteValue GgufWriteValue::i32_array(const std::vector<int32_t>& items) {
+  std::vector<GgufWriteValue> v;
+  v.reserve(items.size());
+  for (int32_t x : items) v.push_back(i32(x));
+  return array(GgufType::INT32, std::move(v));
+}
+
+void GgufWriter::set(const std::string& key, GgufWriteValue value) {
+  for (auto& kv : kv_) {
+    if (kv.first == key) {
+      kv.second = std::move(value);
+      return;
+    }
+  }
+  kv_.emplace_back(key, std::move(value));
+}
+
+void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                            std::vector<uint8_t> data) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+  assert(data.size() == row_size(type, ne[0]) * static_cast<size_t>(rows));
+  (void)rows;
+  tensors_.push_back({name, type, std::move(ne), std::move(data)});
+}
+
+void GgufWriter::add_tensor_f32(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                const std::vector<float>& values) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+  assert(static_cast<int64_t>(values.size()) == ne[0] * rows);
+  const size_t rb = row_size(type, ne[0]);
+  std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, values.data() + r * ne[0], data.data() + r * rb, ne[0]);
+  }
+  add_tensor(name, type, std::move(ne), std::move(data));
+}
+
+std::vector<uint8_t> GgufWriter::serialize() const {
+  ByteSink out;
+  out.put<uint32_t>(0x46554747);
+  out.put<uint32_t>(version_);
+  out.put<uint64_t>(tensors_.size());
+  const bool write_alignment = alignment_ != 32;
+  bool has_alignment_key = false;
+  for (const auto& kv : kv_) has_alignment_key |= kv.first == "general.alignment";
+  out.put<uint64_t>(kv_.size() + (write_alignment && !has_alignment_key ? 1 : 0));
+  for (const auto& [key, value] : kv_) {
+    out.put_string(key);
+    out.put<uint32_t>(static_cast<uint32_t>(value.type));
+    put_value(out, value);
+  }
+  if (write_alignment && !has_alignment_key) {
+    out.put_string("general.alignment");
+    out.put<uint32_t>(static_cast<uint32_t>(GgufType::UINT32));
+    out.put<uint32_t>(alignment_);
+  }
+  uint64_t offset = 0;
+  for (const auto& t : tensors_) {
+    out.put_string(t.name);
+    out.put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
+    for (int64_t d : t.ne) out.put<uint64_t>(static_cast<uint64_t>(d));
+    out.put<uint32_t>(static_cast<uint32_t>(t.type));
+    out.put<uint64_t>(offset);
+    offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+  }
+  out.pad_to(alignment_);
+  for (const auto& t : tensors_) {
+    out.bytes.insert(out.bytes.end(), t.data.begin(), t.data.end());
+    out.pad_to(alignment_);
+  }
+  return std::move(out.bytes);
+}
+
+Status GgufWriter::write(const std::string& path) const {
+  const std::vector<uint8_t> bytes = serialize();
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return make_error("{}: cannot create: {}", tmp, std::strerror(errno));
+  const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
+  const bool flushed = std::fflush(f) == 0;
+  const int e = errno;
+  std::fclose(f);
+  if (n != bytes.size() || !flushed) {
+    std::remove(tmp.c_str());
+    return make_error("{}: write failed: {}", tmp, std::strerror(e));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int re = errno;
+    std::remove(tmp.c_str());
+    return make_error("{}: cannot rename into place: {}", path, std::strerror(re));
+  }
+  return Status::Ok();
+}
+
+}  // namespace spw

@@ -1,0 +1,395 @@
+#include "tests/support/test_model.h"
+
+#include <stdlib.h>
+
+#include <cassert>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <system_error>
+#include <unordered_set>
+
+namespace spw {
+
+namespace {
+
+constexpr int64_t kMinVocab = 260;  // 3 specials + 256 bytes + "▁"
+constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+constexpr const char* kSpace =
+    "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space
+
+// SentencePiece token types, as tokenizer.ggml.token_type stores them.
+constexpr int32_t kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokByte = 6;
+
+// Each tensor draws from its own generator seeded with (seed, name), so a tensor's values do
+// not depend on which other tensors the spec adds (tied or not, rope_freqs or not). mt19937 and
+// seed_seq are specified exactly by the standard; floats are built from raw 24-bit draws rather
+// than std::uniform_real_distribution, whose algorithm is implementation-defined.
+class TensorRng {
+ public:
+  TensorRng(uint32_t seed, const std::string& name) {
+    uint32_t h = 2166136261u;  // FNV-1a
+    for (unsigned char c : name) h = (h ^ c) * 16777619u;
+    std::seed_seq seq{seed, h};
+    gen_.seed(seq);
+  }
+  /// Uniform in [-a, a).
+  float uniform(float a) {
+    const float u = static_cast<float>(gen_() >> 8) * (1.0f / 16777216.0f);  // [0, 1)
+    return (2.0f * u - 1.0f) * a;
+  }
+
+ private:
+  std::mt19937 gen_;
+};
+
+uint32_t file_type_of(GgmlType t) {  // llama_ftype numbering (general.file_type)
+  switch (t) {
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q4_1:
+      return 3;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q5_0:
+      return 8;
+    case GgmlType::Q5_1:
+      return 9;
+    case GgmlType::Q4_K:
+      return 15;  // Q4_K_M
+    case GgmlType::Q5_K:
+      return 17;  // Q5_K_M
+    case GgmlType::Q6_K:
+      return 18;
+    case GgmlType::BF16:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+bool is_qwen(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
+
+TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                     const std::vector<float>& values) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+  assert(static_cast<int64_t>(values.size()) == ne[0] * rows);
+  const size_t rb = row_size(type, ne[0]);
+  TestTensor t{name, type, std::move(ne), std::vector<uint8_t>(rb * static_cast<size_t>(rows))};
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, values.data() + r * t.ne[0], t.data.data() + static_cast<size_t>(r) * rb,
+                 t.ne[0]);
+  }
+  return t;
+}
+
+// A matrix mapping n_in -> n_out: ne = [n_in, n_out], spread weight_scale / sqrt(n_in).
+TestTensor matrix(const TestModelSpec& s, const std::string& name, GgmlType type, int64_t n_in,
+                  int64_t n_out) {
+  TensorRng rng(s.seed, name);
+  // Uniform on [-a, a) has standard deviation a / sqrt(3).
+  const float a = s.weight_scale * std::sqrt(3.0f / static_cast<float>(n_in));
+  std::vector<float> v(static_cast<size_t>(n_in * n_out));
+  for (float& x : v) x = rng.uniform(a);
+  return quantized(name, type, {n_in, n_out}, v);
+}
+
+// A 1-D F32 vector: center + uniform(spread).
+TestTensor vec(const TestModelSpec& s, const std::string& name, int64_t n, float center,
+               float spread) {
+  TensorRng rng(s.seed, name);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = center + rng.uniform(spread);
+  return quantized(name, GgmlType::F32, {n}, v);
+}
+
+// Llama 3.1 style frequency divisors: 1 for the fastest-rotating quarter of the pairs, 8 for
+// the slowest quarter, a linear ramp between.
+TestTensor rope_factors(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = n > 1 ? static_cast<float>(i) / static_cast<float>(n - 1) : 0.0f;
+    v[static_cast<size_t>(i)] = t < 0.25f   ? 1.0f
+                                : t > 0.75f ? 8.0f
+                                            : 1.0f + 7.0f * (t - 0.25f) / 0.5f;
+  }
+  return quantized("rope_freqs.weight", GgmlType::F32, {n}, v);
+}
+
+Status check_rows(const std::string& name, GgmlType type, int64_t row_len) {
+  const auto traits = type_traits(static_cast<uint32_t>(type));
+  if (!traits || !traits->supported) {
+    return make_error("{}: type {} is not one of the supported types", name,
+                      type_name(static_cast<uint32_t>(type)));
+  }
+  if (row_len % traits->block_size != 0) {
+    return make_error(
+        "{}: row length {} is not a multiple of the {} block size {} (K-quants need row "
+        "lengths that are multiples of 256, e.g. n_embd 256, n_ff 512, n_head * head_dim 256)",
+        name, row_len, traits->name, traits->block_size);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::string> test_model_vocab(int64_t n_vocab) {
+  assert(n_vocab >= kMinVocab);
+  std::vector<std::string> v = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) v.push_back(fmt::format("<0x{:02X}>", b));
+  std::unordered_set<std::string> seen(v.begin(), v.end());
+  auto add = [&](const std::string& s) {
+    if (static_cast<int64_t>(v.size()) < n_vocab && seen.insert(s).second) v.push_back(s);
+  };
+  const std::string sp = kSpace;
+  add(sp);
+  for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c));
+  // Frequent English pieces, each the concatenation of two earlier tokens, so the BPE merges
+  // that build them exist.
+  static const char* const kPieces[] = {
+      "_t",  "he",   "_the", "_a", "in",  "er",  "an", "_s", "on",  "re",  "_w",  "at",
+      "en",  "_o",   "_c",   "is", "it",  "ou",  "or", "es", "_b",  "ed",  "_f",  "ing",
+      "_p",  "_m",   "_h",   "_d", "ar",  "_in", "al", "le", "_th", "_to", "_of", "nd",
+      "_an", "_and", "_is",  "ll", "_l",  "_n",  "_e", "_g", "ic",  "om",  "_be", "st",
+      "ion", "ro",   "ent",  "as", "_re", "ve",  "us", "_y", "_u",  "_you"};
+  for (const char* p : kPieces) {
+    std::string s = p;
+    if (s[0] == '_') s = sp + s.substr(1);
+    add(s);
+  }
+  // Then every lowercase string of length 1, 2, 3, ... with and without the space prefix, until
+  // the vocabulary is full (the supply never runs out).
+  for (int len = 1; static_cast<int64_t>(v.size()) < n_vocab; ++len) {
+    std::string s(static_cast<size_t>(len), 'a');
+    while (static_cast<int64_t>(v.size()) < n_vocab) {
+      add(sp + s);
+      add(s);
+      int i = len - 1;  // odometer increment
+      while (i >= 0 && s[static_cast<size_t>(i)] == 'z') s[static_cast<size_t>(i--)] = 'a';
+      if (i < 0) break;
+      ++s[static_cast<size_t>(i)];
+    }
+  }
+  return v;
+}
+
+std::optional<GgmlType> parse_test_model_type(const std::string& name) {
+  static constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
+                                        GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                        GgmlType::Q5_K, GgmlType::Q6_K};
+  for (GgmlType t : kTypes) {
+    if (type_name(static_cast<uint32_t>(t)) == name) return t;
+  }
+  return std::nullopt;
+}
+
+Status check_test_model_spec(const TestModelSpec& s) {
+  if (s.arch.empty()) return make_error("test model: arch is empty");
+  if (s.gguf_version != 2 && s.gguf_version != 3) {
+    return make_error("test model: GGUF version {} (2 or 3 allowed)", s.gguf_version);
+  }
+  if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) != 0 || s.alignment > (1u << 20)) {
+    return make_error("test model: alignment {} is not a power of two up to 2^20", s.alignment);
+  }
+  if (s.n_vocab < kMinVocab) {
+    return make_error(
+        "test model: n_vocab {} is too small (at least {}: 3 specials, 256 byte tokens and \"▁\")",
+        s.n_vocab, kMinVocab);
+  }
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 ||
+      s.n_ff <= 0 || s.n_ctx <= 0) {
+    return make_error(
+        "test model: sizes must be positive (n_embd {}, n_layer {}, n_head {}, n_head_kv {}, "
+        "head_dim {}, n_ff {}, ctx {})",
+        s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.head_dim, s.n_ff, s.n_ctx);
+  }
+  constexpr int64_t kMaxSize = int64_t{1} << 24;  // keeps the products below far from overflow
+  if (s.n_vocab > kMaxSize || s.n_embd > kMaxSize || s.n_ff > kMaxSize || s.head_dim > kMaxSize ||
+      s.n_ctx > kMaxSize || s.n_head > 1024) {
+    return make_error(
+        "test model: sizes too large (n_vocab, n_embd, n_ff, head_dim, ctx at most 2^24; n_head at "
+        "most 1024)");
+  }
+  if (s.n_head % s.n_head_kv != 0) {
+    return make_error("test model: n_head {} is not a multiple of n_head_kv {}", s.n_head,
+                      s.n_head_kv);
+  }
+  if (s.head_dim % 2 != 0)
+    return make_error("test model: head_dim {} must be even (RoPE pairs)", s.head_dim);
+  if (s.n_layer > 1024) return make_error("test model: n_layer {} is more than 1024", s.n_layer);
+  const int64_t q_dim = s.n_head * s.head_dim;
+  for (int64_t n : {s.n_vocab * s.n_embd, s.n_embd * q_dim, s.n_embd * s.n_ff}) {
+    if (n > kMaxTensorElements)
+      return make_error("test model: a tensor would have {} elements (at most 2^31)", n);
+  }
+  const std::pair<std::string, std::pair<GgmlType, int64_t>> rows[] = {
+      {"token_embd.weight", {s.embd(), s.n_embd}},
+      {"output.weight", {s.tied_embeddings ? s.embd() : s.output(), s.n_embd}},
+      {"blk.N.attn_q.weight", {s.weight_type, s.n_embd}},
+      {"blk.N.attn_output.weight", {s.weight_type, q_dim}},
+      {"blk.N.ffn_down.weight", {s.weight_type, s.n_ff}},
+  };
+  for (const auto& [name, tr] : rows) {
+    if (auto st = check_rows(name, tr.first, tr.second); !st)
+      return make_error("test model: {}", st.error().message);
+  }
+  return Status::Ok();
+}
+
+Expected<TestModel> build_test_model(const TestModelSpec& s) {
+  if (auto st = check_test_model_spec(s); !st) return st.error();
+  TestModel m;
+  m.gguf_version = s.gguf_version;
+  m.alignment = s.alignment;
+  using V = GgufWriteValue;
+  const bool qwen = is_qwen(s.arch);
+  const std::string a = s.arch + ".";
+
+  m.set("general.architecture", V::str(s.arch));
+  m.set("general.name", V::str("spillway-test-" + s.arch));
+  m.set("general.file_type", V::u32(file_type_of(s.weight_type)));
+  m.set("general.quantization_version", V::u32(2));
+  m.set(a + "context_length", V::u32(static_cast<uint32_t>(s.n_ctx)));
+  m.set(a + "embedding_length", V::u32(static_cast<uint32_t>(s.n_embd)));
+  m.set(a + "block_count", V::u32(static_cast<uint32_t>(s.n_layer)));
+  m.set(a + "feed_forward_length", V::u32(static_cast<uint32_t>(s.n_ff)));
+  m.set(a + "attention.head_count", V::u32(static_cast<uint32_t>(s.n_head)));
+  m.set(a + "attention.head_count_kv", V::u32(static_cast<uint32_t>(s.n_head_kv)));
+  if (s.head_dim * s.n_head != s.n_embd || s.arch == "qwen3") {
+    m.set(a + "attention.key_length", V::u32(static_cast<uint32_t>(s.head_dim)));
+    m.set(a + "attention.value_length", V::u32(static_cast<uint32_t>(s.head_dim)));
+  }
+  m.set(a + "attention.layer_norm_rms_epsilon", V::f32(qwen ? 1e-6f : 1e-5f));
+  m.set(a + "rope.freq_base", V::f32(qwen ? 1000000.0f : 10000.0f));
+  m.set(a + "rope.dimension_count", V::u32(static_cast<uint32_t>(s.head_dim)));
+
+  const std::vector<std::string> vocab = test_model_vocab(s.n_vocab);
+  std::vector<float> scores(vocab.size(), 0.0f);
+  std::vector<int32_t> types(vocab.size(), kTokNormal);
+  types[0] = kTokUnknown;
+  types[1] = types[2] = kTokControl;
+  for (size_t i = 3; i < 3 + 256; ++i) types[i] = kTokByte;
+  for (size_t i = 3 + 256; i < vocab.size(); ++i) scores[i] = -static_cast<float>(i - (3 + 256));
+  m.set("tokenizer.ggml.model", V::str("llama"));
+  m.set("tokenizer.ggml.tokens", V::str_array(vocab));
+  m.set("tokenizer.ggml.scores", V::f32_array(scores));
+  m.set("tokenizer.ggml.token_type", V::i32_array(types));
+  m.set("tokenizer.ggml.bos_token_id", V::u32(1));
+  m.set("tokenizer.ggml.eos_token_id", V::u32(2));
+  m.set("tokenizer.ggml.unknown_token_id", V::u32(0));
+  m.set("tokenizer.ggml.add_bos_token", V::boolean(true));
+  m.set("tokenizer.ggml.add_eos_token", V::boolean(false));
+
+  const int64_t q_dim = s.n_head * s.head_dim;
+  const int64_t kv_dim = s.n_head_kv * s.head_dim;
+  const GgmlType wt = s.weight_type;
+  m.tensors.push_back(matrix(s, "token_embd.weight", s.embd(), s.n_embd, s.n_vocab));
+  if (s.rope_freqs) m.tensors.push_back(rope_factors(s.head_dim / 2));
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    m.tensors.push_back(vec(s, p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    m.tensors.push_back(matrix(s, p + "attn_q.weight", wt, s.n_embd, q_dim));
+    m.tensors.push_back(matrix(s, p + "attn_k.weight", wt, s.n_embd, kv_dim));
+    m.tensors.push_back(matrix(s, p + "attn_v.weight", wt, s.n_embd, kv_dim));
+    if (s.arch == "qwen2") {
+      m.tensors.push_back(vec(s, p + "attn_q.bias", q_dim, 0.0f, 0.1f * s.weight_scale));
+      m.tensors.push_back(vec(s, p + "attn_k.bias", kv_dim, 0.0f, 0.1f * s.weight_scale));
+      m.tensors.push_back(vec(s, p + "attn_v.bias", kv_dim, 0.0f, 0.1f * s.weight_scale));
+    }
+    if (s.arch == "qwen3") {
+      m.tensors.push_back(vec(s, p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
+      m.tensors.push_back(vec(s, p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
+    }
+    m.tensors.push_back(matrix(s, p + "attn_output.weight", wt, q_dim, s.n_embd));
+    m.tensors.push_back(vec(s, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    m.tensors.push_back(matrix(s, p + "ffn_gate.weight", wt, s.n_embd, s.n_ff));
+    m.tensors.push_back(matrix(s, p + "ffn_up.weight", wt, s.n_embd, s.n_ff));
+    m.tensors.push_back(matrix(s, p + "ffn_down.weight", wt, s.n_ff, s.n_embd));
+  }
+  m.tensors.push_back(vec(s, "output_norm.weight", s.n_embd, 1.0f, 0.1f));
+  if (!s.tied_embeddings)
+    m.tensors.push_back(matrix(s, "output.weight", s.output(), s.n_embd, s.n_vocab));
+  return m;
+}
+
+TestTensor* TestModel::find_tensor(const std::string& name) {
+  for (auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+bool TestModel::drop_tensor(const std::string& name) {
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+    if (it->name == name) {
+      tensors.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void TestModel::set(const std::string& key, GgufWriteValue value) {
+  for (auto& [k, v] : kv) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  kv.emplace_back(key, std::move(value));
+}
+
+bool TestModel::drop_key(const std::string& key) {
+  for (auto it = kv.begin(); it != kv.end(); ++it) {
+    if (it->first == key) {
+      kv.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+GgufWriter TestModel::to_writer() const {
+  GgufWriter w(gguf_version, alignment);
+  for (const auto& [k, v] : kv) w.set(k, v);
+  for (const auto& t : tensors) w.add_tensor(t.name, t.type, t.ne, t.data);
+  return w;
+}
+
+GgufWriter make_test_model(const TestModelSpec& spec) {
+  auto m = build_test_model(spec);
+  assert(m.ok() && "make_test_model: invalid spec; call check_test_model_spec first");
+  if (!m) return GgufWriter(3, 32);  // NDEBUG builds: an empty model, which Model::load rejects
+  return m->to_writer();
+}
+
+Status write_test_model(const TestModelSpec& spec, const std::string& path) {
+  auto m = build_test_model(spec);
+  if (!m) return m.error();
+  return m->write(path);
+}
+
+TempDir::TempDir(const std::string& prefix) {
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    // Tests then fail on their first write, naming this path.
+    tmpl = (base / (prefix + "-unavailable")).string();
+  }
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace spw

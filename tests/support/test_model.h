@@ -1,0 +1,126 @@
+// Random, reproducible Llama-family GGUF models for tests (and `spillway-testmodel`).
+//
+// A test model has every key and tensor a real converted model has, spelled as llama.cpp's
+// converter spells them, filled with seeded random values: the same spec gives the same file
+// byte for byte. Shapes are small enough that a whole model loads in milliseconds.
+//
+// Block-size rule: every row length (n_embd, n_head * head_dim, n_ff) must be a multiple of
+// the block size of the type that stores it: 32 for Q4_0..Q8_0, 256 for the K-quants (use
+// n_embd = 256, n_ff = 512, n_head * head_dim = 256 with Q4_K/Q5_K/Q6_K). A spec that breaks the
+// rule is refused by check_test_model_spec() with a message naming the tensor and the sizes;
+// nothing is rounded silently.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/common/expected.h"
+#include "engine/gguf/ggml_types.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_writer.h"
+
+namespace spw {
+
+/// What to build. Defaults give a ~0.3 MB F32 llama with GQA (4 query heads, 2 KV heads).
+struct TestModelSpec {
+  std::string arch =
+      "llama";  ///< llama | qwen2 | qwen3; any other string builds an unknown-arch file
+  GgmlType weight_type = GgmlType::F32;  ///< 2-D matrices: attn_q/k/v/output, ffn_gate/up/down
+  std::optional<GgmlType> embd_type;     ///< token_embd.weight; weight_type when unset
+  std::optional<GgmlType> output_type;   ///< output.weight; weight_type when unset
+  int64_t n_vocab = 320;                 ///< >= 260: 3 specials + 256 byte tokens + "▁"
+  int64_t n_embd = 64;
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;  ///< must divide n_head
+  int64_t head_dim =
+      16;  ///< even; key_length/value_length are written when != n_embd / n_head (always for qwen3)
+  int64_t n_ff = 96;
+  int64_t n_ctx = 256;           ///< <arch>.context_length
+  bool tied_embeddings = false;  ///< omit output.weight (logits use token_embd.weight)
+  bool rope_freqs = false;       ///< add rope_freqs.weight [head_dim / 2] (Llama 3.1 style factors)
+  uint32_t seed = 1;
+  uint32_t gguf_version = 3;  ///< 2 or 3
+  uint32_t alignment = 32;    ///< general.alignment; written as a key when != 32
+  /// Multiplier on the default weight spread: a matrix with n_in inputs draws uniformly with
+  /// standard deviation weight_scale / sqrt(n_in), so activations stay O(1) through the layers.
+  float weight_scale = 1.0f;
+
+  GgmlType embd() const { return embd_type.value_or(weight_type); }
+  GgmlType output() const { return output_type.value_or(weight_type); }
+};
+
+/// One tensor of a TestModel, already in its stored form (quantized bytes).
+struct TestTensor {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<int64_t> ne;    ///< ggml order: ne[0] is the row length
+  std::vector<uint8_t> data;  ///< exactly row_size(type, ne[0]) * rows bytes
+};
+
+/// A test model before serialization: editable, so tests can drop a tensor, change a shape,
+/// a type or a key and then write the result (hostile and negative tests start from here).
+struct TestModel {
+  uint32_t gguf_version = 3;
+  uint32_t alignment = 32;
+  std::vector<std::pair<std::string, GgufWriteValue>> kv;  ///< in write order
+  std::vector<TestTensor> tensors;                         ///< in write order
+
+  /// nullptr when absent.
+  TestTensor* find_tensor(const std::string& name);
+  /// Removes the tensor; false when it was not there.
+  bool drop_tensor(const std::string& name);
+  /// Adds or replaces a key (keeps its position when replacing).
+  void set(const std::string& key, GgufWriteValue value);
+  /// Removes the key; false when it was not there.
+  bool drop_key(const std::string& key);
+
+  GgufWriter to_writer() const;
+  std::vector<uint8_t> serialize() const { return to_writer().serialize(); }
+  Status write(const std::string& path) const { return to_writer().write(path); }
+};
+
+/// Ok, or an error naming the first violated rule (vocabulary too small, n_head_kv does not
+/// divide n_head, odd head_dim, a row length that is not a multiple of its type's block size
+/// ("blk.N.ffn_down.weight: row length 96 is not a multiple of the Q4_K block size 256"),
+/// an unsupported type, version not 2/3, alignment not a power of two).
+Status check_test_model_spec(const TestModelSpec& spec);
+
+/// The model as an editable TestModel; fails as check_test_model_spec does.
+Expected<TestModel> build_test_model(const TestModelSpec& spec);
+
+/// All keys and tensors, not yet written. Precondition: check_test_model_spec(spec).ok()
+/// (asserted); use build_test_model or write_test_model to get the error instead.
+GgufWriter make_test_model(const TestModelSpec& spec);
+
+/// Builds and writes the model to `path`. Errors: the spec's, or the writer's (names the path).
+Status write_test_model(const TestModelSpec& spec, const std::string& path);
+
+/// The vocabulary a test model carries (n_vocab entries, all distinct): "<unk>", "<s>", "</s>",
+/// "<0x00>".."<0xFF>", "▁", "a".."z", then common pieces ("▁t", "he", "▁the", ...) and
+/// generated letter strings. Precondition: n_vocab >= 260.
+std::vector<std::string> test_model_vocab(int64_t n_vocab);
+
+/// Parses "F32", "Q4_K", ... (the eleven supported types); std::nullopt otherwise.
+std::optional<GgmlType> parse_test_model_type(const std::string& name);
+
+/// A fresh directory under the system temp folder (mkdtemp), removed with its contents when
+/// the object dies. Not copyable.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "spillway-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  /// path() + "/" + name.
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace spw
