@@ -1,0 +1,43 @@
+// spillway-cli subcommands. Each returns the process exit code: 0 on success, 1 on any error
+// (the message already printed to stderr). stdout carries only the command's result.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/sampling/sampler.h"
+
+namespace spw::cli {
+
+struct InfoArgs {
+  std::string model;
+  bool json = false;
+};
+int run_info(const InfoArgs& a);
+
+struct TokenizeArgs {
+  std::string model;
+  std::string prompt;  // -p
+  std::string file;    // --file (read byte for byte)
+  bool has_prompt = false;
+  bool no_bos = false;  // no special tokens at all (no BOS, no EOS)
+  bool parse_special = false;
+};
+int run_tokenize(const TokenizeArgs& a);
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  int32_t n_predict = 128;  // -n; < 0: until EOS or the context is full
+  int64_t n_ctx = 0;        // -c; 0: the model's trained context
+  int n_threads = 0;        // -t; 0: all cores
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
+  bool json = false;
+  bool dump_logits = false;
+  bool parse_special = false;
+  SamplerParams sampling;
+};
+int run_generate(const GenerateArgs& a);
+
+}  // namespace spw::cli

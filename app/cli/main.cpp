@@ -1,0 +1,118 @@
+// spillway-cli: the headless front end. Links no Widgets and needs no display.
+// Flags follow llama.cpp's conventions (-m, -p, -n, -c, -t, --temp, ...). Global options such as
+// --data-dir are accepted anywhere on the line.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "app/cli/commands.h"
+#include "app/paths.h"
+#include "app/version.h"
+
+namespace {
+
+// CLI11 parse errors become "error: ..." on stderr and exit 1 (help and version exit 0).
+int parse_error(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace spw::cli;
+  CLI::App app{"spillway-cli: local long-document analysis with GGUF models (headless)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(spw::app::version()));
+  std::string data_dir;
+  app.add_option("--data-dir", data_dir, "Folder for the library, settings and caches")
+      ->configurable(false);
+
+  InfoArgs info;
+  auto* c_info =
+      app.add_subcommand("info", "Architecture, hyperparameters, tensor types, KV bytes per token");
+  c_info->add_option("-m,--model", info.model, "GGUF file")->required();
+  c_info->add_flag("--json", info.json, "One JSON object on stdout");
+
+  TokenizeArgs tok;
+  auto* c_tok =
+      app.add_subcommand("tokenize", "Print the token ids of a text (one line, space separated)");
+  c_tok->add_option("-m,--model", tok.model, "GGUF file (a vocabulary-only file is enough)")
+      ->required();
+  auto* o_p = c_tok->add_option("-p,--prompt", tok.prompt, "Text to tokenize");
+  auto* o_f = c_tok->add_option("--file", tok.file, "Read the text from a file, byte for byte");
+  o_p->excludes(o_f);
+  c_tok->add_flag("--no-bos", tok.no_bos, "Add no special tokens at all (no BOS, no EOS)");
+  c_tok->add_flag("--parse-special", tok.parse_special,
+                  "Recognise special-token texts such as <s> in the input");
+
+  GenerateArgs gen;
+  auto* c_gen =
+      app.add_subcommand("generate", "Generate text from a prompt (reference CPU engine)");
+  c_gen->add_option("-m,--model", gen.model, "GGUF file")->required();
+  c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text")->required();
+  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate (-1: until end of text)")
+      ->capture_default_str();
+  c_gen->add_option("-c,--ctx-size", gen.n_ctx, "Context length in tokens (0: the model's)")
+      ->capture_default_str();
+  c_gen->add_option("-t,--threads", gen.n_threads, "CPU threads (0: all cores)")
+      ->capture_default_str();
+  c_gen->add_option("--temp", gen.sampling.temp, "Temperature (0: greedy argmax)")
+      ->capture_default_str();
+  c_gen->add_option("--top-k", gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();
+  c_gen->add_option("--top-p", gen.sampling.top_p, "Top-p (1: off)")->capture_default_str();
+  c_gen->add_option("--min-p", gen.sampling.min_p, "Min-p (0: off)")->capture_default_str();
+  c_gen->add_option("--repeat-penalty", gen.sampling.repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str();
+  c_gen
+      ->add_option("--repeat-last-n", gen.sampling.repeat_last_n,
+                   "Tokens the penalty looks back over")
+      ->capture_default_str();
+  c_gen->add_option("-s,--seed", gen.sampling.seed, "Random seed (default: random)");
+  c_gen->add_option("--cache-type-k", gen.cache_type_k, "KV cache type for K: f32 | f16")
+      ->capture_default_str();
+  c_gen->add_option("--cache-type-v", gen.cache_type_v, "KV cache type for V: f32 | f16")
+      ->capture_default_str();
+  c_gen->add_flag("--json", gen.json, "Stream text to stderr; print one JSON object on stdout");
+  c_gen->add_flag("--dump-logits", gen.dump_logits,
+                  "Include the last prompt position's logits in the JSON");
+  c_gen->add_flag("--parse-special", gen.parse_special,
+                  "Recognise special-token texts in the prompt");
+
+  // Global options may follow the subcommand: let each subcommand hand unknown options back.
+  for (auto* sub : {c_info, c_tok, c_gen}) sub->fallthrough();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_error(app, e);
+  }
+  if (!data_dir.empty()) {
+    spw::app::PathOverrides o;
+    o.data_dir = data_dir;
+    if (auto paths = spw::app::prepare_paths(o); !paths) {
+      std::fprintf(stderr, "error: %s\n", paths.error().message.c_str());
+      return 1;
+    }
+  }
+  try {
+    if (*c_info) return run_info(info);
+    if (*c_tok) {
+      tok.has_prompt = o_p->count() > 0;
+      if (!tok.has_prompt && o_f->count() == 0) {
+        std::fprintf(stderr, "error: tokenize needs -p TEXT or --file PATH\n");
+        return 1;
+      }
+      return run_tokenize(tok);
+    }
+    if (*c_gen) return run_generate(gen);
+  } catch (
+      const std::exception& e) {  // allocation failure and the like: still exit 1, never a signal
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

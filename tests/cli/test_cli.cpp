@@ -1,0 +1,252 @@
+// spillway-cli as a user runs it: exit codes, what goes to stdout and what to stderr.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/hostile_gguf.h"
+#include "tests/support/test_model.h"
+
+namespace spw {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out, err;
+};
+
+fs::path tmp_dir() {
+  const fs::path d = fs::temp_directory_path() / "spillway-cli-test";
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Result run(const std::vector<std::string>& args) {
+  std::string cmd = quote(SPILLWAY_CLI_PATH);
+  for (const auto& a : args) cmd += " " + quote(a);
+  const fs::path out = tmp_dir() / "stdout", err = tmp_dir() / "stderr";
+  cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path shared_models() { return fs::path(SPILLWAY_SHARED_DIR) / "models"; }
+
+fs::path write_model(const std::string& name, const TestModelSpec& spec) {
+  const fs::path p = tmp_dir() / name;
+  EXPECT_TRUE(write_test_model(spec, p.string()).ok());
+  return p;
+}
+
+TEST(CliGenerate, StoriesGreedyMatchesReference) {
+  const fs::path model = shared_models() / "stories260K.gguf",
+                 ref_path = shared_models() / "stories260K.reference.json";
+  if (!fs::exists(model) || !fs::exists(ref_path))
+    GTEST_SKIP() << "shared test data not found at " << shared_models();
+  std::ifstream in(ref_path);
+  const auto ref = nlohmann::json::parse(in);
+
+  // Plain mode: the prompt then the story on stdout.
+  Result r =
+      run({"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "64", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time" + ref["generated_text"].get<std::string>() + "\n");
+
+  // JSON mode with f32 KV: tokens and logits as the reference computed them.
+  r = run({"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "64", "--temp", "0",
+           "--json", "--dump-logits", "--cache-type-k", "f32", "--cache-type-v", "f32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1)
+      << "stdout must be exactly one JSON line";
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_tokens"], ref["prompt_tokens"]);
+  EXPECT_EQ(j["generated_tokens"], ref["generated_tokens"]);
+  EXPECT_EQ(j["text"], ref["generated_text"]);
+  const auto logits = j["last_prompt_logits"].get<std::vector<double>>();
+  const auto ref_logits = ref["last_prompt_logits"].get<std::vector<double>>();
+  ASSERT_EQ(logits.size(), ref_logits.size());
+  double max_ref = 0, max_err = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(ref_logits[i]));
+    max_err = std::max(max_err, std::fabs(logits[i] - ref_logits[i]));
+  }
+  EXPECT_LE(max_err, 1e-4 * max_ref);
+  EXPECT_NE(r.err.find("Lily"), std::string::npos) << "streamed text goes to stderr in --json mode";
+}
+
+TEST(CliGenerate, EveryArchitectureRunsAndJsonIsClean) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    TestModelSpec spec;
+    spec.arch = arch;
+    spec.weight_type = GgmlType::Q8_0;
+    const fs::path p = write_model(std::string(arch) + "-q8.gguf", spec);
+    Result r =
+        run({"generate", "-m", p.string(), "-p", "the cat", "-n", "5", "--temp", "0", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << arch << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"][0], 1) << "BOS first";
+    EXPECT_LE(j["generated_tokens"].size(), 5u);
+    EXPECT_FALSE(j.contains("last_prompt_logits"));
+    // Sampling with a seed is reproducible.
+    Result a = run({"generate", "-m", p.string(), "-p", "a", "-n", "8", "--temp", "0.9", "--seed",
+                    "7", "--json"});
+    Result b = run({"generate", "-m", p.string(), "-p", "a", "-n", "8", "--temp", "0.9", "--seed",
+                    "7", "--json"});
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["generated_tokens"],
+              nlohmann::json::parse(b.out)["generated_tokens"]);
+  }
+}
+
+TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
+  TestModelSpec spec;
+  const fs::path p = write_model("small.gguf", spec);
+  Result r = run({"generate", "-m", p.string(), "-p", "the cat sat on the mat", "-c", "2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << "no half result on stdout";
+  r = run({"generate", "-m", p.string(), "-p", "x", "--cache-type-k", "q3"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("q3"), std::string::npos) << r.err;
+  r = run({"generate", "-m", p.string(), "-p", "x", "--top-p", "0"});
+  EXPECT_EQ(r.exit_code, 1);
+  r = run({"generate", "-p", "x"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("model"), std::string::npos) << r.err;
+  r = run({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 1);
+  r = run({"generate", "-m", (tmp_dir() / "missing.gguf").string(), "-p", "x"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
+}
+
+TEST(CliInfo, ReportsHyperparametersAsJson) {
+  TestModelSpec spec;
+  spec.arch = "qwen3";
+  spec.n_head = 4;
+  spec.n_head_kv = 1;
+  spec.head_dim = 32;
+  const fs::path p = write_model("info-qwen3.gguf", spec);
+  // --data-dir is global: accepted after the subcommand too.
+  Result r = run({"info", "-m", p.string(), "--json", "--data-dir", (tmp_dir() / "data").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "qwen3");
+  EXPECT_EQ(j["n_layer"], spec.n_layer);
+  EXPECT_EQ(j["n_head_kv"], 1);
+  EXPECT_EQ(j["head_dim"], 32);
+  EXPECT_EQ(j["rope_type"], "neox");
+  EXPECT_EQ(j["qk_norm"], true);
+  // 2 (K,V) x n_layer x n_head_kv x head_dim x 2 bytes
+  EXPECT_EQ(j["kv_bytes_per_token"]["f16"], 2 * spec.n_layer * 1 * 32 * 2);
+  EXPECT_EQ(j["file_size"], fs::file_size(p));
+  EXPECT_TRUE(fs::is_directory(tmp_dir() / "data"));
+  r = run({"info", "-m", p.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("qwen3"), std::string::npos);
+}
+
+TEST(CliTokenize, SharedVocabulariesMatchReferenceIds) {
+  for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
+    const fs::path vocab = shared_models() / name;
+    if (!fs::exists(vocab)) GTEST_SKIP() << "shared test data not found at " << vocab;
+    // " Hello world" -> the reference pair of lines in the .inp/.out files is checked by the
+    // tokenizer's unit test; here: the command's output format and --no-bos.
+    Result with = run({"tokenize", "-m", vocab.string(), "-p", "Hello world"});
+    Result without = run({"tokenize", "-m", vocab.string(), "-p", "Hello world", "--no-bos"});
+    ASSERT_EQ(with.exit_code, 0) << with.err;
+    ASSERT_EQ(without.exit_code, 0) << without.err;
+    EXPECT_EQ(with.out, "1 " + without.out) << name;
+    EXPECT_EQ(without.out, "15043 3186\n") << name;
+  }
+}
+
+TEST(CliTokenize, FileIsReadByteForByte) {
+  TestModelSpec spec;
+  const fs::path p = write_model("tok.gguf", spec);
+  const fs::path empty = tmp_dir() / "empty.txt", spaces = tmp_dir() / "spaces.txt";
+  std::ofstream(empty, std::ios::binary).close();
+  { std::ofstream(spaces, std::ios::binary) << "  \n"; }
+  Result r = run({"tokenize", "-m", p.string(), "--file", empty.string(), "--no-bos"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+  r = run({"tokenize", "-m", p.string(), "--file", empty.string()});
+  EXPECT_EQ(r.out, "1\n");
+  Result f = run({"tokenize", "-m", p.string(), "--file", spaces.string(), "--no-bos"});
+  Result q = run({"tokenize", "-m", p.string(), "-p", "  \n", "--no-bos"});
+  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_EQ(f.out, q.out);
+  EXPECT_NE(f.out, "\n") << "whitespace is not trimmed";
+  r = run({"tokenize", "-m", p.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  r = run({"tokenize", "-m", p.string(), "--file", (tmp_dir() / "nope.txt").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nope.txt"), std::string::npos);
+}
+
+// Hostile files: every command exits 1 with a message naming the problem; never a signal,
+// never a half result on stdout.
+TEST(CliHostile, BadFilesFailCleanly) {
+  struct Case {
+    std::string name;
+    std::vector<uint8_t> bytes;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {"truncated.gguf", hostile_truncated(hostile_base_model().size() - 100), "ends at byte"},
+      {"truncated-header.gguf", hostile_truncated(30), "truncated"},
+      {"magic.gguf", hostile_bad_magic(), "magic"},
+      {"v1.gguf", hostile_version(1), "version 1"},
+      {"v99.gguf", hostile_version(99), "99"},
+      {"type77.gguf", hostile_unknown_tensor_type(77), "77"},
+      {"q2k.gguf", hostile_refused_type_q2k(), "Q2_K"},
+      {"arch.gguf", hostile_unknown_arch(), "mamba9"},
+      {"misaligned.gguf", hostile_misaligned_offset(), "alignment"},
+      {"align0.gguf", hostile_alignment(0), "power of two"},
+      {"kvcount.gguf", hostile_kv_count(uint64_t{1} << 62), "count"},
+      {"arraycount.gguf", hostile_array_count(uint64_t{1} << 60), "count"},
+      {"keylen.gguf", hostile_key_length(uint64_t{1} << 63), "length"},
+      {"empty.gguf", hostile_empty(), "empty"},
+  };
+  for (const auto& c : cases) {
+    const fs::path p = tmp_dir() / c.name;
+    ASSERT_TRUE(write_bytes(p.string(), c.bytes));
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"info", "-m", p.string()},
+          std::vector<std::string>{"generate", "-m", p.string(), "-p", "x", "-n", "2"}}) {
+      Result r = run(args);
+      EXPECT_EQ(r.exit_code, 1) << c.name << " " << args[0] << ": " << r.err;
+      EXPECT_TRUE(r.out.empty()) << c.name << " " << args[0] << " printed: " << r.out;
+      EXPECT_NE(r.err.find(c.expect), std::string::npos)
+          << c.name << " " << args[0] << ": " << r.err;
+      EXPECT_NE(r.err.find(c.name), std::string::npos) << "the message names the file: " << r.err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spw
