@@ -168,16 +168,17 @@ std::vector<uint8_t> GgufWriter::serialize() const {
 
 Status GgufWriter::write(const std::string& path) const {
   const std::vector<uint8_t> bytes = serialize();
-  const std::string tmp = path + ".tmp";
+  // A per-process temporary name: two writers of the same path never share it.
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return make_error("{}: cannot create: {}", tmp, std::strerror(errno));
+  if (!f) return make_error("{}: cannot create: {}", path, std::strerror(errno));
   const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
   const bool flushed = std::fflush(f) == 0;
   const int e = errno;
   std::fclose(f);
   if (n != bytes.size() || !flushed) {
     std::remove(tmp.c_str());
-    return make_error("{}: write failed: {}", tmp, std::strerror(e));
+    return make_error("{}: write failed: {}", path, std::strerror(e));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int re = errno;
