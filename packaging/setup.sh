@@ -21,7 +21,7 @@ BUILD_DIR=build
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 
-# The Debian 12 set from SETUP.md (known to build together).
+# The Debian 12 package set known to build together (Qt 6, poppler, CUDA-optional toolchain).
 PACKAGES=(
   cmake ninja-build pkg-config ccache g++
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl1-mesa-dev libxkbcommon-dev

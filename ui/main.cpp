@@ -2,6 +2,7 @@
 //   spillway [--data-dir DIR] [--screenshot PATH]
 // --screenshot renders the main window to a PNG once it is shown and exits (headless checks:
 // QT_QPA_PLATFORM=offscreen or xvfb-run).
+#include <cstdlib>
 #include <cstdio>
 
 #include <QApplication>
@@ -26,6 +27,18 @@ QString fromUtf8(std::string_view s) { return QString::fromUtf8(s.data(), qsizet
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Without a display Qt aborts with a terse message; say what to do instead.
+  const auto env_set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0';
+  };
+  if (!env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY") && !env_set("QT_QPA_PLATFORM")) {
+    std::fprintf(stderr,
+                 "spillway: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n"
+                 "Run it under a desktop session, with `xvfb-run -a spillway`, or with "
+                 "QT_QPA_PLATFORM=offscreen for --screenshot; spillway-cli needs no display.\n");
+    return 1;
+  }
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("Spillway"));
   QApplication::setApplicationDisplayName(QStringLiteral("Spillway"));

@@ -342,8 +342,7 @@ class GgufParser {
     if (!read(type) || !read(t.offset)) return truncated(fmt::format("tensor '{}'", t.name));
     const auto traits = type_traits(type);
     if (!traits) {
-      return fail("tensor '{}' has unknown tensor type {} (this build knows ggml types 0-39)",
-                  t.name, type);
+      return fail("tensor '{}' has unknown tensor type {} (not a ggml tensor type)", t.name, type);
     }
     t.type = static_cast<GgmlType>(type);
     if (t.ne[0] % traits->block_size != 0) {
@@ -369,7 +368,8 @@ class GgufParser {
 Expected<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not block; anything but a regular file is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return make_error("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

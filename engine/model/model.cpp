@@ -1,6 +1,8 @@
 #include "engine/model/model.h"
 
+#include <cmath>
 #include <optional>
+#include <unordered_set>
 
 namespace spw {
 
@@ -131,15 +133,23 @@ Expected<ModelConfig> Model::read_config(const GgufFile& f) {
   auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!eps) return eps.error();
   c.rms_eps = *eps;
+  if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0 || c.rms_eps > 1) {
+    return make_error("{}: {}attention.layer_norm_rms_epsilon = {} is not a small positive number",
+                      f.path(), p, c.rms_eps);
+  }
   auto base = f.get_float(p + "rope.freq_base", 10000.0);
   if (!base) return base.error();
   c.rope_freq_base = *base;
+  if (!std::isfinite(c.rope_freq_base) || c.rope_freq_base <= 1) {
+    return make_error("{}: {}rope.freq_base = {} must be a finite number above 1", f.path(), p,
+                      c.rope_freq_base);
+  }
   auto scaling = f.get_string(p + "rope.scaling.type", std::string("none"));
   if (!scaling) return scaling.error();
   if (*scaling == "linear") {
     auto factor = f.get_float(p + "rope.scaling.factor", 1.0);
     if (!factor) return factor.error();
-    if (*factor <= 0)
+    if (!std::isfinite(*factor) || *factor <= 0)
       return make_error("{}: rope.scaling.factor {} must be positive", f.path(), *factor);
     c.rope_freq_scale = 1.0 / *factor;
   } else if (*scaling != "none" && *scaling != "llama3") {
@@ -198,17 +208,45 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
     SPW_BIND(l.attn_q_bias, p + "attn_q.bias", {q_dim}, c.has_qkv_bias);
     SPW_BIND(l.attn_k_bias, p + "attn_k.bias", {k_dim}, c.has_qkv_bias);
     SPW_BIND(l.attn_v_bias, p + "attn_v.bias", {v_dim}, c.has_qkv_bias);
-    SPW_BIND(l.attn_q_norm, p + "attn_q_norm.weight", {c.head_dim}, c.has_qk_norm);
-    SPW_BIND(l.attn_k_norm, p + "attn_k_norm.weight", {c.head_dim}, c.has_qk_norm);
+    if (c.has_qk_norm) {  // elsewhere a stray QK-norm tensor is reported as unused below
+      SPW_BIND(l.attn_q_norm, p + "attn_q_norm.weight", {c.head_dim});
+      SPW_BIND(l.attn_k_norm, p + "attn_k_norm.weight", {c.head_dim});
+    }
+    // QKV biases: required for qwen2, optional for llama (some Llama-architecture fine-tunes
+    // carry them, as llama.cpp allows); all three in every block, or none anywhere.
+    const bool has_bias = l.attn_q_bias && l.attn_k_bias && l.attn_v_bias;
+    const bool any_bias = l.attn_q_bias || l.attn_k_bias || l.attn_v_bias;
+    if (any_bias != has_bias || (i > 0 && has_bias != m->config_.has_qkv_bias)) {
+      return make_error("{}: block {} has an incomplete set of attn_q/k/v biases", path, i);
+    }
+    m->config_.has_qkv_bias = has_bias;
     SPW_BIND(l.ffn_norm, p + "ffn_norm.weight", {c.n_embd});
     SPW_BIND(l.ffn_gate, p + "ffn_gate.weight", {c.n_embd, c.n_ff});
     SPW_BIND(l.ffn_up, p + "ffn_up.weight", {c.n_embd, c.n_ff});
     SPW_BIND(l.ffn_down, p + "ffn_down.weight", {c.n_ff, c.n_embd});
   }
 #undef SPW_BIND
+  // Every tensor in the file must have been bound: a leftover means the file does not match its
+  // own hyperparameters (e.g. block_count smaller than the blocks present) or the architecture
+  // has parts we would silently skip. llama.cpp refuses such files too.
+  std::unordered_set<const GgufTensorInfo*> bound = {m->token_embd, m->output_norm, m->output,
+                                                     m->rope_freqs};
+  for (const LayerWeights& l : m->layers) {
+    for (const GgufTensorInfo* t : {l.attn_norm, l.attn_q, l.attn_k, l.attn_v, l.attn_output,
+                                    l.attn_q_bias, l.attn_k_bias, l.attn_v_bias, l.attn_q_norm,
+                                    l.attn_k_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down}) {
+      bound.insert(t);
+    }
+  }
   // Refuse unsupported types anywhere in the file, not only in the tensors bound above, so the
   // message names the first offending tensor even for layouts we would otherwise ignore.
   for (const auto& t : m->file_->tensors()) {
+    if (is_supported_type(t.type) && !bound.count(&t)) {
+      return make_error(
+          "{}: tensor '{}' is not used by a {} model with {} blocks (block_count); "
+          "the file does not match its own hyperparameters",
+          path, t.name, c.arch_name, c.n_layer);
+    }
     if (!is_supported_type(t.type)) {
       return make_error(
           "{}: tensor '{}' has type {}, which Spillway does not support yet "

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -20,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "spillway-test-ref";
+  const fs::path dir = fs::temp_directory_path() / ("spillway-test-ref-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir / name;
 }
