@@ -1,31 +1,15 @@
-// SentencePiece encoding: the special-token partition and the score-driven merge, as llama.cpp
-// llama-vocab.cpp (tokenizer_st_partition, llm_tokenizer_spm_session, tokenize).
+// SentencePiece encoding of one text fragment: the score-driven merge, as llama.cpp
+// llama-vocab.cpp (llm_tokenizer_spm_session).
 #include <algorithm>
 #include <queue>
 #include <string>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace spw {
 
 namespace {
-
-// U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's visible space.
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";
-
-// C isspace() in the "C" locale, as llama.cpp's lstrip/rstrip use it (never true for bytes >=
-// 0x80).
-bool is_c_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
-// Length of the UTF-8 sequence a lead byte announces, exactly as llama.cpp's unicode_len_utf8:
-// from the high nibble only, so a stray continuation byte counts as a 1-byte character and a
-// lead byte is taken at its word even if the following bytes are not continuations.
-size_t utf8_len(char lead) {
-  static constexpr size_t kLookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kLookup[static_cast<uint8_t>(lead) >> 4];
-}
 
 // Bigram of adjacent symbols whose concatenation is a token (llama.cpp llm_bigram_spm).
 struct SpmBigram {
@@ -50,59 +34,13 @@ struct SpmSymbol {
 
 }  // namespace
 
-// llama.cpp tokenizer_st_partition: for each special token (longest first), split every text
-// fragment at each occurrence of its text. Fragments hold offsets into `text`.
-void Tokenizer::partition_special(std::string_view text, std::vector<Fragment>& fragments) const {
-  fragments.clear();
-  if (text.empty()) return;
-  fragments.push_back(Fragment{-1, 0, text.size()});
-  std::vector<Fragment> next;
-  for (const int32_t id : special_tokens_) {
-    const TokenData& tok = tokens_[id];
-    const std::string_view needle = tok.text;
-    next.clear();
-    for (const Fragment& f : fragments) {
-      if (f.token >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      size_t pos = f.pos;
-      size_t n = f.n;
-      while (n > 0) {
-        const size_t match = text.substr(0, pos + n).find(needle, pos);
-        if (match == std::string_view::npos) {
-          next.push_back(Fragment{-1, pos, n});
-          break;
-        }
-        size_t left_n = match - pos;
-        if (tok.lstrip) {
-          while (left_n > 0 && is_c_space(text[pos + left_n - 1])) --left_n;
-        }
-        if (left_n > 0) next.push_back(Fragment{-1, pos, left_n});
-        next.push_back(Fragment{id, 0, 0});
-        size_t right_pos = match + needle.size();
-        size_t right_n = pos + n - right_pos;
-        if (tok.rstrip) {
-          while (right_n > 0 && is_c_space(text[right_pos])) {
-            ++right_pos;
-            --right_n;
-          }
-        }
-        pos = right_pos;
-        n = right_n;
-      }
-    }
-    fragments.swap(next);
-  }
-}
-
 // llama.cpp llm_tokenizer_spm_session::tokenize on one fragment (spaces already escaped).
 void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::vector<SpmSymbol> symbols;
   symbols.reserve(text.size());
   for (size_t offs = 0; offs < text.size();) {
-    const size_t len = std::min(utf8_len(text[offs]), text.size() - offs);
+    const size_t len = std::min(unicode::utf8_len(text[offs]), text.size() - offs);
     const int32_t index = static_cast<int32_t>(symbols.size());
     symbols.push_back(SpmSymbol{index - 1, offs + len == text.size() ? -1 : index + 1, offs, len});
     offs += len;
@@ -150,44 +88,6 @@ void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>&
       if (b >= 0) out.push_back(b);
     }
   }
-}
-
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
-  std::vector<int32_t> out;
-  std::vector<Fragment> fragments;
-  if (parse_special) {
-    partition_special(text, fragments);
-  } else if (!text.empty()) {
-    // Our rule (see the header): without parse_special nothing is special, not even
-    // USER_DEFINED texts, which llama.cpp would still split out here.
-    fragments.push_back(Fragment{-1, 0, text.size()});
-  }
-
-  bool prev_special = true;  // the first fragment gets the space prefix
-  if (add_special && add_bos_) out.push_back(bos_);
-  std::string escaped;
-  for (const Fragment& f : fragments) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-      prev_special = true;
-      continue;
-    }
-    escaped.clear();
-    escaped.reserve(f.n + f.n / 2 + 4);
-    if (add_space_prefix_ && prev_special) escaped += kSpaceMarker;
-    for (const char c : text.substr(f.pos, f.n)) {
-      if (c == ' ') {
-        escaped += kSpaceMarker;
-      } else {
-        escaped += c;
-      }
-    }
-    encode_spm_fragment(escaped, out);
-    prev_special = false;
-  }
-  if (add_special && add_eos_) out.push_back(eos_);
-  return out;
 }
 
 }  // namespace spw

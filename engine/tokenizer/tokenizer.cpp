@@ -1,11 +1,14 @@
-// Tokenizer: loading from GGUF metadata, decoding, lookups. Encoding is in spm.cpp.
-// Mirrors llama.cpp src/llama-vocab.cpp; comments mark where we differ on purpose.
+// Tokenizer: loading from GGUF metadata, decoding, lookups. Encoding is in encode.cpp (shared),
+// spm.cpp and bpe.cpp. Mirrors llama.cpp src/llama-vocab.cpp; comments mark where we differ on
+// purpose.
 #include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <span>
 
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/pretokenizer.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace spw {
 
@@ -122,6 +125,28 @@ uint8_t byte_of_token_text(std::string_view text) {
   return static_cast<uint8_t>(value);
 }
 
+// A BPE token's text back to bytes: each code point through GPT-2's byte map. A code point
+// outside the map (llama.cpp renders "[UNK_BYTE_0x...]" there) is kept as its UTF-8.
+std::string bpe_text_to_bytes(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = unicode::valid_utf8_len(text, i);
+    if (n == 0) {
+      out += text[i++];
+      continue;
+    }
+    const int b = unicode::utf8_cpt_to_byte(unicode::decode_utf8(text, i, n));
+    if (b >= 0) {
+      out += static_cast<char>(b);
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
 // Reads an optional token-id key into `id` (left unchanged when absent). Negative values and
 // 0xFFFFFFFF are how converters write "none"; like llama.cpp we keep the default then. Any other
 // value outside the vocabulary is an error (llama.cpp only warns).
@@ -140,62 +165,70 @@ Status read_token_id(const GgufFile& file, std::string_view key, int32_t n_vocab
 
 }  // namespace
 
+Tokenizer::Tokenizer() = default;
+Tokenizer::~Tokenizer() = default;
+
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
   const std::string& path = file.path();
   Expected<std::string> model = file.get_string(kKeyModel);
   if (!model) return model.error();
-  if (*model == "gpt2") {
+  VocabKind kind;
+  if (*model == "llama") {
+    kind = VocabKind::Spm;
+  } else if (*model == "gpt2") {
+    kind = VocabKind::Bpe;
+  } else {
     return make_error(
-        "{}: {} is 'gpt2' (byte-level BPE); BPE vocabularies are not supported yet, they arrive "
-        "with the BPE tokenizer",
-        path, kKeyModel);
+        "{}: {} is '{}', an unsupported tokenizer model (supported: 'llama' (SentencePiece), "
+        "'gpt2' (byte-level BPE))",
+        path, kKeyModel, *model);
   }
-  if (*model != "llama") {
-    return make_error("{}: {} is '{}', an unsupported tokenizer model (supported: 'llama')", path,
-                      kKeyModel, *model);
-  }
+  const bool bpe = kind == VocabKind::Bpe;
 
-  // tokens, scores and token types: three parallel arrays.
+  // tokens, scores and token types: parallel arrays. llama.cpp lets scores and types be absent;
+  // we require them for SPM, where merging is driven by the scores.
   Expected<const GgufArray*> texts = file.get_array(kKeyTokens, GgufType::STRING);
   if (!texts) return texts.error();
   if (!*texts) return make_error("{}: {} is missing", path, kKeyTokens);
   const GgufValue* scores_v = file.find(kKeyScores);
-  if (!scores_v) return make_error("{}: {} is missing", path, kKeyScores);
-  if (scores_v->type != GgufType::ARRAY || (scores_v->as_array().elem_type != GgufType::FLOAT32 &&
-                                            scores_v->as_array().elem_type != GgufType::INT32)) {
+  if (!scores_v && !bpe) return make_error("{}: {} is missing", path, kKeyScores);
+  if (scores_v &&
+      (scores_v->type != GgufType::ARRAY || (scores_v->as_array().elem_type != GgufType::FLOAT32 &&
+                                             scores_v->as_array().elem_type != GgufType::INT32))) {
     return make_error("{}: {} must be an ARRAY of FLOAT32 or INT32", path, kKeyScores);
   }
   const GgufValue* types_v = file.find(kKeyTokenType);
-  if (!types_v) return make_error("{}: {} is missing", path, kKeyTokenType);
-  if (types_v->type != GgufType::ARRAY || types_v->as_array().elem_type == GgufType::ARRAY ||
-      (!types_v->as_array().items.empty() && !types_v->as_array().items[0].is_integer())) {
+  if (!types_v && !bpe) return make_error("{}: {} is missing", path, kKeyTokenType);
+  if (types_v &&
+      (types_v->type != GgufType::ARRAY || types_v->as_array().elem_type == GgufType::ARRAY ||
+       (!types_v->as_array().items.empty() && !types_v->as_array().items[0].is_integer()))) {
     return make_error("{}: {} must be an ARRAY of INT32", path, kKeyTokenType);
   }
-  const GgufArray& scores = scores_v->as_array();
-  const GgufArray& types = types_v->as_array();
+  const GgufArray* scores = scores_v ? &scores_v->as_array() : nullptr;
+  const GgufArray* types = types_v ? &types_v->as_array() : nullptr;
   const size_t n = (*texts)->items.size();
   if (n == 0) return make_error("{}: {} is empty", path, kKeyTokens);
   if (n > static_cast<size_t>(INT32_MAX))
     return make_error("{}: {} has too many tokens", path, kKeyTokens);
-  if (scores.items.size() != n) {
-    return make_error("{}: {} has {} entries but {} has {}", path, kKeyScores, scores.items.size(),
+  if (scores && scores->items.size() != n) {
+    return make_error("{}: {} has {} entries but {} has {}", path, kKeyScores, scores->items.size(),
                       kKeyTokens, n);
   }
-  if (types.items.size() != n) {
+  if (types && types->items.size() != n) {
     return make_error("{}: {} has {} entries but {} has {}", path, kKeyTokenType,
-                      types.items.size(), kKeyTokens, n);
+                      types->items.size(), kKeyTokens, n);
   }
 
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
-  tok->kind_ = VocabKind::Spm;
+  tok->kind_ = kind;
   tok->tokens_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     TokenData& t = tok->tokens_[i];
     t.text = std::string((*texts)->items[i].as_string());
     // llama.cpp renames empty tokens so that none can match empty text.
     if (t.text.empty()) t.text = fmt::format("[EMPTY_{}]", i);
-    t.score = static_cast<float>(scores.items[i].as_double());
-    t.type = to_token_type(types.items[i].as_int());
+    t.score = scores ? static_cast<float>(scores->items[i].as_double()) : 0.0f;
+    t.type = types ? to_token_type(types->items[i].as_int()) : TokenType::Normal;
   }
   tok->text_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -207,12 +240,22 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) 
     }
   }
 
-  // Special ids: llama.cpp's SPM defaults, dropped if outside the vocabulary, then the metadata.
+  // BPE: merges and the pre-tokenizer, which also picks llama.cpp's add_bos default.
+  bool default_add_bos = true;
+  bool default_no_bos = false;
+  if (bpe) {
+    if (Status s = tok->load_bpe(file); !s) return s.error();
+    default_add_bos = tok->pre_->config().add_bos;
+    default_no_bos = tok->pre_->config().no_bos;
+  }
+
+  // Special ids: llama.cpp's defaults (SPM: BOS 1, EOS 2, UNK 0; BPE: BOS = EOS = 11, no UNK),
+  // dropped if outside the vocabulary, then the metadata.
   const int32_t n_vocab = tok->n_vocab();
   auto in_vocab = [&](int32_t id) { return id < n_vocab ? id : -1; };
-  tok->bos_ = in_vocab(1);
-  tok->eos_ = in_vocab(2);
-  tok->unk_ = in_vocab(0);
+  tok->bos_ = default_no_bos ? -1 : in_vocab(bpe ? 11 : 1);
+  tok->eos_ = in_vocab(bpe ? 11 : 2);
+  tok->unk_ = bpe ? -1 : in_vocab(0);
   const std::pair<std::string_view, int32_t*> id_keys[] = {
       {"tokenizer.ggml.bos_token_id", &tok->bos_},
       {"tokenizer.ggml.eos_token_id", &tok->eos_},
@@ -235,11 +278,11 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) 
     if (Status s = read_token_id(file, key, n_vocab, *id); !s) return s.error();
   }
 
-  Expected<bool> add_bos = file.get_bool(kKeyAddBos, true);
+  Expected<bool> add_bos = file.get_bool(kKeyAddBos, default_add_bos);
   if (!add_bos) return add_bos.error();
   Expected<bool> add_eos = file.get_bool(kKeyAddEos, false);
   if (!add_eos) return add_eos.error();
-  Expected<bool> add_space = file.get_bool(kKeyAddSpacePrefix, true);
+  Expected<bool> add_space = file.get_bool(kKeyAddSpacePrefix, !bpe);
   if (!add_space) return add_space.error();
   tok->add_bos_ = *add_bos;
   tok->add_eos_ = *add_eos;
@@ -262,15 +305,15 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) 
 void Tokenizer::finish_load(const std::string& model_name) {
   const int32_t n = n_vocab();
   auto force_control = [&](int32_t id) { tokens_[id].type = TokenType::Control; };
-  // llama.cpp takes the first match in unordered_map order; we take the lowest id (deterministic;
-  // the same unless a vocabulary holds two spellings of one role).
+  // llama.cpp takes the first match in unordered_map order; we take the first name in list order
+  // that the vocabulary has (deterministic, and the list starts with the most specific end-of-turn
+  // markers: Llama 3's <|eot_id|> before <|end_of_text|>, Qwen's <|im_end|> before
+  // <|endoftext|>).
   auto first_named = [&](Names names) {
-    int32_t best = -1;
     for (std::string_view s : names) {
-      const int32_t id = text_to_token(s);
-      if (id >= 0 && (best < 0 || id < best)) best = id;
+      if (const int32_t id = text_to_token(s); id >= 0) return id;
     }
-    return best;
+    return int32_t{-1};
   };
   const std::pair<int32_t*, Names> roles[] = {{&eot_, kEotNames},        {&eom_, kEomNames},
                                               {&fim_pre_, kFimPreNames}, {&fim_suf_, kFimSufNames},
@@ -329,6 +372,13 @@ void Tokenizer::finish_load(const std::string& model_name) {
   std::stable_sort(special_tokens_.begin(), special_tokens_.end(), [&](int32_t a, int32_t b) {
     return tokens_[a].text.size() > tokens_[b].text.size();
   });
+  has_inert_ = false;
+  for (int32_t id : special_tokens_) {
+    TokenData& t = tokens_[id];
+    t.inert =
+        t.type == TokenType::UserDefined && t.text.find_first_of("<>[]{}|") == std::string::npos;
+    has_inert_ |= t.inert;
+  }
 
   // Pieces as llama.cpp's cache (token_to_piece with special = true).
   pieces_.assign(n, std::string());
@@ -343,6 +393,10 @@ void Tokenizer::finish_load(const std::string& model_name) {
       case TokenType::Normal: {
         std::string& p = pieces_[id];
         p.reserve(t.text.size());
+        if (kind_ == VocabKind::Bpe) {
+          p = bpe_text_to_bytes(t.text);
+          break;
+        }
         for (size_t i = 0; i < t.text.size();) {
           if (t.text.compare(i, kSpaceMarker.size(), kSpaceMarker) == 0) {
             p += ' ';
@@ -363,9 +417,10 @@ void Tokenizer::finish_load(const std::string& model_name) {
   }
 
   // Byte fallback (llama.cpp byte_to_token): "<0xNN>", else the one-byte token, else (where
-  // llama.cpp would throw) UNK, else nothing.
+  // llama.cpp would throw) UNK, else nothing. SPM only: BPE falls back per mapped byte.
   static constexpr char kHex[] = "0123456789ABCDEF";
-  for (int b = 0; b < 256; ++b) {
+  byte_to_token_.fill(-1);
+  for (int b = 0; b < 256 && kind_ == VocabKind::Spm; ++b) {
     const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
     int32_t id = text_to_token(std::string_view(name, 6));
     // llama.cpp looks the byte up as a C string, so byte 0 is the empty string: never a token.

@@ -438,10 +438,12 @@ TEST(TokenizerSpm, DecodeRoundTripAndLeadingSpace) {
 TEST(TokenizerSpm, LoadErrorsNameTheKey) {
   const Tiny t;
   {
+    // A BPE vocabulary needs its merges (test_tokenizer_bpe.cpp covers BPE loading).
     GgufWriter w = t.writer();
     w.set("tokenizer.ggml.model", GgufWriteValue::str("gpt2"));
     const std::string e = error_of(w, "gpt2");
     EXPECT_NE(e.find("BPE"), std::string::npos) << e;
+    EXPECT_NE(e.find("tokenizer.ggml.merges"), std::string::npos) << e;
     EXPECT_NE(e.find("tokenizer.ggml.model"), std::string::npos) << e;
   }
   {
