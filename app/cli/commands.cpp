@@ -1,15 +1,23 @@
 #include "app/cli/commands.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/chat/chat_template.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/reference_session.h"
@@ -68,6 +76,57 @@ class Utf8Streamer {
   std::string pending_;
 };
 
+// Reads a whole regular file byte for byte. Refuses FIFOs, devices and folders (a read from
+// /dev/zero would never end).
+Expected<std::string> read_text_file(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec) return make_error("{}: cannot open: {}", path, ec.message());
+  if (!std::filesystem::is_regular_file(st)) return make_error("{}: not a regular file", path);
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("{}: cannot open: {}", path, std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make_error("{}: read error: {}", path, std::strerror(errno));
+  return text;
+}
+
+// Loads the tokenizer and prints its load-time warnings (e.g. an unknown pre-tokenizer and the
+// fallback used) to stderr, never to stdout.
+Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const GgufFile& file) {
+  auto tok = Tokenizer::from_gguf(file);
+  if (tok) {
+    for (const std::string& w : (*tok)->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
+  return tok;
+}
+
+// The model with its tokenizer, checked against each other: what `generate` needs and what
+// `info` promises (a file that cannot run is an error there too).
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Expected<LoadedModel> load_model(const std::string& path) {
+  auto model = Model::load(path);
+  if (!model) return model.error();
+  auto tok = load_tokenizer((*model)->file());
+  if (!tok) return tok.error();
+  if ((*tok)->n_vocab() != (*model)->config().n_vocab) {
+    return make_error("{}: the vocabulary has {} tokens but token_embd.weight has {} rows", path,
+                      (*tok)->n_vocab(), (*model)->config().n_vocab);
+  }
+  return LoadedModel{std::move(*model), std::move(*tok)};
+}
+
+bool all_finite(std::span<const float> v) {
+  for (const float x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
 int hardware_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
@@ -89,9 +148,10 @@ int run_info(const InfoArgs& a) {
     ++type_counts[type_name(static_cast<uint32_t>(t.type))];
     tensor_bytes += t.n_bytes;
   }
-  // Full validation (shapes, supported types): a file that will not run is an error here too.
-  auto model = Model::load(a.model);
-  if (!model) return fail(model.error());
+  // Full validation (shapes, supported types, tokenizer): a file that will not run is an error
+  // here too.
+  auto loaded = load_model(a.model);
+  if (!loaded) return fail(loaded.error());
   const char* rope = c.rope_type == RopeType::Normal ? "normal" : "neox";
 
   if (a.json) {
@@ -154,20 +214,45 @@ int run_info(const InfoArgs& a) {
 int run_tokenize(const TokenizeArgs& a) {
   std::string text = a.prompt;
   if (!a.has_prompt) {
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) return fail(make_error("{}: cannot open", a.file));
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) return fail(make_error("{}: read error", a.file));
+    auto content = read_text_file(a.file);
+    if (!content) return fail(content.error());
+    text = std::move(*content);
   }
   // Only the tokenizer metadata is used: works on vocabulary-only files of any architecture.
   auto file = GgufFile::open(a.model);
   if (!file) return fail(file.error());
-  auto tok = Tokenizer::from_gguf(**file);
+  auto tok = load_tokenizer(**file);
   if (!tok) return fail(tok.error());
   const std::vector<int32_t> ids = (*tok)->encode(text, !a.no_bos, a.parse_special);
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += fmt::format("{}{}", i ? " " : "", ids[i]);
   std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int run_chat_template(const ChatTemplateArgs& a) {
+  // Only the tokenizer metadata is used: works on vocabulary-only files of any architecture.
+  auto file = GgufFile::open(a.model);
+  if (!file) return fail(file.error());
+  auto tmpl = read_chat_template(**file);
+  if (!tmpl) return fail(tmpl.error());
+  const std::optional<std::string_view> text =
+      *tmpl ? std::optional<std::string_view>(**tmpl) : std::nullopt;
+  auto choice = select_chat_template(text, a.template_name);
+  if (!choice) return fail(choice.error());
+  auto tok = load_tokenizer(**file);
+  if (!tok) return fail(tok.error());
+  if (!choice->warning.empty()) std::fprintf(stderr, "warning: %s\n", choice->warning.c_str());
+
+  std::vector<ChatMessage> messages;
+  if (a.has_system) messages.push_back({ChatRole::System, a.system});
+  messages.push_back({ChatRole::User, a.user});
+  const std::string prompt = segments_text(render_chat(choice->family, messages, true));
+  const std::vector<int32_t> ids = tokenize_chat(**tok, choice->family, messages, true);
+  std::string line = "ids:";
+  for (const int32_t id : ids) line += fmt::format(" {}", id);
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::printf("\n%s\n", line.c_str());
   return 0;
 }
 
@@ -177,19 +262,30 @@ int run_generate(const GenerateArgs& a) {
     return fail(Error{"--dump-logits needs --json (the logits go into the JSON object)"});
   if (a.n_ctx < 0) return fail(make_error("-c {} must not be negative", a.n_ctx));
   if (a.n_threads < 0) return fail(make_error("-t {} must not be negative", a.n_threads));
+  if (a.n_predict < -1) {
+    return fail(make_error("-n {}: use a count, 0, or -1 (until the end of text)", a.n_predict));
+  }
+  std::string prompt_text = a.prompt;
+  if (!a.prompt_file.empty()) {
+    auto content = read_text_file(a.prompt_file);
+    if (!content) return fail(content.error());
+    prompt_text = std::move(*content);
+  }
   auto kt = parse_kv_type(a.cache_type_k);
   if (!kt) return fail(make_error("--cache-type-k: {}", kt.error().message));
   auto vt = parse_kv_type(a.cache_type_v);
   if (!vt) return fail(make_error("--cache-type-v: {}", vt.error().message));
 
-  auto model = Model::load(a.model);
-  if (!model) return fail(model.error());
-  auto tok = Tokenizer::from_gguf((*model)->file());
-  if (!tok) return fail(tok.error());
-  const Tokenizer& tk = **tok;
-  if (tk.n_vocab() != (*model)->config().n_vocab) {
-    return fail(make_error("{}: the vocabulary has {} tokens but token_embd.weight has {} rows",
-                           a.model, tk.n_vocab(), (*model)->config().n_vocab));
+  auto loaded = load_model(a.model);
+  if (!loaded) return fail(loaded.error());
+  const Model& model = *loaded->model;
+  const Tokenizer& tk = *loaded->tokenizer;
+  if (a.n_ctx > model.config().n_ctx_train) {
+    std::fprintf(stderr,
+                 "warning: -c %lld is longer than the %lld tokens the model was trained on; "
+                 "quality degrades past that\n",
+                 static_cast<long long>(a.n_ctx),
+                 static_cast<long long>(model.config().n_ctx_train));
   }
 
   SessionParams sp;
@@ -197,11 +293,11 @@ int run_generate(const GenerateArgs& a) {
   sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
-  auto session = ReferenceSession::create(**model, sp);
+  auto session = ReferenceSession::create(model, sp);
   if (!session) return fail(session.error());
   Session& s = **session;
 
-  const std::vector<int32_t> prompt = tk.encode(a.prompt, true, a.parse_special);
+  const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
   if (prompt.empty())
     return fail(Error{"the prompt is empty and the vocabulary adds no BOS token"});
   if (static_cast<int64_t>(prompt.size()) > s.n_ctx()) {
@@ -210,13 +306,18 @@ int run_generate(const GenerateArgs& a) {
                    prompt.size(), s.n_ctx()));
   }
   if (auto st = s.eval(prompt, true); !st) return fail(st.error());
+  const Error non_finite{
+      fmt::format("{}: the model produced non-finite logits (NaN or infinity); its weights or "
+                  "hyperparameters are broken",
+                  a.model)};
+  if (!all_finite(s.logits())) return fail(non_finite);
   const std::vector<float> prompt_logits(s.logits().begin(), s.logits().end());
 
   Sampler sampler(a.sampling);
   std::vector<int32_t> history = prompt, generated;
   std::string text;
   Utf8Streamer stream(a.json ? stderr : stdout);
-  stream.write(a.prompt);  // the continuation reads as text only after its prompt
+  if (!a.json) stream.write(prompt_text);  // the continuation reads as text only after its prompt
   for (int32_t i = 0; a.n_predict < 0 || i < a.n_predict; ++i) {
     const int32_t id = sampler.sample(s.logits(), history);
     if (tk.is_eog(id)) break;
@@ -236,6 +337,10 @@ int run_generate(const GenerateArgs& a) {
     if (auto st = s.eval(one, true); !st) {
       stream.finish();
       return fail(st.error());
+    }
+    if (!all_finite(s.logits())) {
+      stream.finish();
+      return fail(non_finite);
     }
   }
   stream.finish();

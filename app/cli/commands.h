@@ -28,6 +28,7 @@ int run_tokenize(const TokenizeArgs& a);
 struct GenerateArgs {
   std::string model;
   std::string prompt;
+  std::string prompt_file;  // -f/--file: the prompt read from a file (long documents)
   int32_t n_predict = 128;  // -n; < 0: until EOS or the context is full
   int64_t n_ctx = 0;        // -c; 0: the model's trained context
   int n_threads = 0;        // -t; 0: all cores
@@ -39,5 +40,18 @@ struct GenerateArgs {
   SamplerParams sampling;
 };
 int run_generate(const GenerateArgs& a);
+
+/// chat-template: renders a system + user conversation with the model's chat template (or the
+/// one named by --template) and its generation prompt. stdout: the rendered prompt, a newline,
+/// then "ids: " and the token ids separated by spaces, and a newline. A template warning (an
+/// unrecognised template, so ChatML) goes to stderr as "warning: ...".
+struct ChatTemplateArgs {
+  std::string model;
+  std::string system;  // --system
+  bool has_system = false;
+  std::string user;           // --user
+  std::string template_name;  // --template; empty: detect from tokenizer.chat_template
+};
+int run_chat_template(const ChatTemplateArgs& a);
 
 }  // namespace spw::cli

@@ -1,15 +1,19 @@
 // spillway-cli: the headless front end. Links no Widgets and needs no display.
 // Flags follow llama.cpp's conventions (-m, -p, -n, -c, -t, --temp, ...). Global options such as
 // --data-dir are accepted anywhere on the line.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "app/cli/commands.h"
 #include "app/paths.h"
 #include "app/version.h"
+#include "engine/chat/chat_template.h"
 
 namespace {
 
@@ -53,8 +57,12 @@ int main(int argc, char** argv) {
   auto* c_gen =
       app.add_subcommand("generate", "Generate text from a prompt (reference CPU engine)");
   c_gen->add_option("-m,--model", gen.model, "GGUF file")->required();
-  c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text")->required();
-  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate (-1: until end of text)")
+  auto* o_gp = c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text");
+  auto* o_gf = c_gen->add_option("-f,--file", gen.prompt_file, "Read the prompt from a file");
+  o_gp->excludes(o_gf);
+  c_gen
+      ->add_option("-n,--n-predict", gen.n_predict,
+                   "Tokens to generate (-1: until end of text or the context is full)")
       ->capture_default_str();
   c_gen->add_option("-c,--ctx-size", gen.n_ctx, "Context length in tokens (0: the model's)")
       ->capture_default_str();
@@ -82,13 +90,52 @@ int main(int argc, char** argv) {
   c_gen->add_flag("--parse-special", gen.parse_special,
                   "Recognise special-token texts in the prompt");
 
-  // Global options may follow the subcommand: let each subcommand hand unknown options back.
-  for (auto* sub : {c_info, c_tok, c_gen}) sub->fallthrough();
+  ChatTemplateArgs chat;
+  auto* c_chat = app.add_subcommand(
+      "chat-template", "Render a system/user prompt with the model's chat template; print its ids");
+  c_chat->footer(
+      "Output (stdout): the rendered prompt (with the assistant generation prompt, without BOS),\n"
+      "a newline, then one line \"ids: ID ID ...\" with the prompt's token ids (exactly one BOS\n"
+      "when the template or the tokenizer wants one). Warnings (an unrecognised template, so\n"
+      "ChatML) go to stderr. A model without tokenizer.chat_template uses 'plain': the texts\n"
+      "joined with blank lines.\n");
+  c_chat->add_option("-m,--model", chat.model, "GGUF file (a vocabulary-only file is enough)")
+      ->required();
+  auto* o_sys = c_chat->add_option("--system", chat.system, "System message");
+  c_chat->add_option("--user", chat.user, "User message")->required();
+  c_chat->add_option("--template", chat.template_name,
+                     "Template to use instead of the detected one: " + spw::chat_family_names());
 
+  // Global options may follow the subcommand: let each subcommand hand unknown options back.
+  for (auto* sub : {c_info, c_tok, c_gen, c_chat}) sub->fallthrough();
+
+  // A clear message for a mistyped command (CLI11 would only say a subcommand is required).
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--data-dir") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    bool known = false;
+    for (auto* sub : {c_info, c_tok, c_gen, c_chat}) known |= sub->check_name(std::string(arg));
+    if (!known) {
+      std::fprintf(
+          stderr,
+          "error: unknown command '%s' (commands: info, tokenize, generate, chat-template)\n",
+          argv[i]);
+      return 1;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return parse_error(app, e);
+  }
+  if (app.count("--data-dir") > 0 && data_dir.empty()) {
+    std::fprintf(stderr, "error: --data-dir needs a folder, not an empty string\n");
+    return 1;
   }
   if (!data_dir.empty()) {
     spw::app::PathOverrides o;
@@ -98,21 +145,40 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  try {
-    if (*c_info) return run_info(info);
-    if (*c_tok) {
-      tok.has_prompt = o_p->count() > 0;
-      if (!tok.has_prompt && o_f->count() == 0) {
-        std::fprintf(stderr, "error: tokenize needs -p TEXT or --file PATH\n");
-        return 1;
+  auto run_command = [&]() -> int {
+    try {
+      if (*c_info) return run_info(info);
+      if (*c_tok) {
+        tok.has_prompt = o_p->count() > 0;
+        if (!tok.has_prompt && o_f->count() == 0) {
+          std::fprintf(stderr, "error: tokenize needs -p TEXT or --file PATH\n");
+          return 1;
+        }
+        return run_tokenize(tok);
       }
-      return run_tokenize(tok);
+      if (*c_gen) {
+        if (o_gp->count() == 0 && o_gf->count() == 0) {
+          std::fprintf(stderr, "error: generate needs -p TEXT or -f FILE\n");
+          return 1;
+        }
+        return run_generate(gen);
+      }
+      if (*c_chat) {
+        chat.has_system = o_sys->count() > 0;
+        return run_chat_template(chat);
+      }
+    } catch (
+        const std::exception& e) {  // allocation failure and the like: still exit 1, never a signal
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
     }
-    if (*c_gen) return run_generate(gen);
-  } catch (
-      const std::exception& e) {  // allocation failure and the like: still exit 1, never a signal
-    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  };
+  const int rc = run_command();
+  // A result that could not be written (a full disk, a closed pipe) is a failure, not exit 0.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: cannot write to standard output: %s\n", std::strerror(errno));
     return 1;
   }
-  return 1;
+  return rc;
 }

@@ -1,6 +1,9 @@
 // spillway-cli as a user runs it: exit codes, what goes to stdout and what to stderr.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -23,7 +26,8 @@ struct Result {
 };
 
 fs::path tmp_dir() {
-  const fs::path d = fs::temp_directory_path() / "spillway-cli-test";
+  // Per process: ctest -j runs tests as parallel processes.
+  const fs::path d = fs::temp_directory_path() / ("spillway-cli-test-" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }
@@ -44,13 +48,18 @@ std::string quote(const std::string& s) {
 Result run(const std::vector<std::string>& args) {
   std::string cmd = quote(SPILLWAY_CLI_PATH);
   for (const auto& a : args) cmd += " " + quote(a);
-  const fs::path out = tmp_dir() / "stdout", err = tmp_dir() / "stderr";
+  // Unique names per process and call: ctest -j runs these tests in parallel processes.
+  static int calls = 0;
+  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(++calls);
+  const fs::path out = tmp_dir() / ("stdout-" + tag), err = tmp_dir() / ("stderr-" + tag);
   cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
   const int status = std::system(cmd.c_str());
   Result r;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   r.out = slurp(out);
   r.err = slurp(err);
+  fs::remove(out);
+  fs::remove(err);
   return r;
 }
 
@@ -245,6 +254,192 @@ TEST(CliHostile, BadFilesFailCleanly) {
           << c.name << " " << args[0] << ": " << r.err;
       EXPECT_NE(r.err.find(c.name), std::string::npos) << "the message names the file: " << r.err;
     }
+  }
+}
+
+// chat-template: the rendered prompt, a newline, then "ids: ..." (README, --help).
+TEST(CliChatTemplate, StoriesUsesPlainTemplate) {
+  const fs::path model = shared_models() / "stories260K.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << "shared test data not found at " << shared_models();
+  Result r = run(
+      {"chat-template", "-m", model.string(), "--system", "You are terse.", "--user", "Hi there"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "You are terse.\n\nHi there\n"
+            "ids: 1 410 452 277 261 276 259 285 372 426 13 13 440 417 383\n");
+  EXPECT_EQ(r.err, "") << "no template is not a warning: stories260K is a plain model";
+  // The ids are those of the joined text with BOS, as `tokenize` gives them.
+  Result t = run({"tokenize", "-m", model.string(), "-p", "You are terse.\n\nHi there"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(r.out.substr(r.out.find("ids: ") + 5), t.out);
+  // Without --system: the user text alone.
+  r = run({"chat-template", "-m", model.string(), "--user", "Hi there"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Hi there\nids: 1 320 417 383\n");
+}
+
+TEST(CliChatTemplate, OverrideUnknownTemplateAndErrors) {
+  TestModelSpec spec;
+  TestModel m = *build_test_model(spec);
+  m.tensors.clear();  // vocabulary only: the command reads nothing else
+  m.set("tokenizer.chat_template", GgufWriteValue::str("{{ messages[0]['content'] }} ?"));
+  const fs::path p = tmp_dir() / "chat-unknown.gguf";
+  ASSERT_TRUE(m.write(p.string()).ok());
+
+  // Unrecognised template: ChatML, and a warning on stderr.
+  Result r = run({"chat-template", "-m", p.string(), "--system", "S", "--user", "U"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string chatml =
+      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+      "<|im_start|>assistant\n\n";
+  EXPECT_EQ(r.out.substr(0, chatml.size()), chatml) << r.out;
+  EXPECT_EQ(r.out.rfind("ids: 1 ", chatml.size()), chatml.size()) << "the test vocab adds BOS";
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7);
+  EXPECT_NE(r.err.find("warning: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ChatML"), std::string::npos) << r.err;
+
+  // --template replaces detection, and the warning goes away.
+  r = run({"chat-template", "-m", p.string(), "--user", "U", "--template", "llama3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find("ids: ")),
+            "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n\n");
+  EXPECT_EQ(r.err, "");
+
+  // An unknown --template name: exit 1, the known names on stderr, nothing on stdout.
+  r = run({"chat-template", "-m", p.string(), "--user", "U", "--template", "vicuna"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("vicuna"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chatml"), std::string::npos) << r.err;
+  // --user is required; a missing file is named.
+  r = run({"chat-template", "-m", p.string(), "--system", "S"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.out.empty());
+  r = run({"chat-template", "-m", (tmp_dir() / "absent.gguf").string(), "--user", "U"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("absent.gguf"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace spw
+
+namespace spw {
+namespace {
+
+// Inputs a tester found that once hung, read forever or exited 0 on failure.
+TEST(CliRobustness, SpecialFilesCommandsAndOutputErrors) {
+  TestModelSpec spec;
+  const fs::path p = write_model("robust.gguf", spec);
+  const fs::path fifo = tmp_dir() / "fifo.gguf";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result r = run({"info", "-m", fifo.string()});  // must not block opening a FIFO
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  r = run({"tokenize", "-m", p.string(), "--file", "/dev/zero"});  // must not read forever
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  r = run({"tokenize", "-m", p.string(), "--file", tmp_dir().string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  r = run({"frob", "-m", p.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown command 'frob'"), std::string::npos) << r.err;
+  r = run({"--data-dir", "", "info", "-m", p.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  r = run({"generate", "-m", p.string(), "-p", "x", "-n", "-5"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("-n -5"), std::string::npos) << r.err;
+  r = run({"generate", "-m", p.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("-p TEXT or -f FILE"), std::string::npos) << r.err;
+  // A prompt from a file tokenizes exactly as the same prompt on the command line.
+  const fs::path prompt = tmp_dir() / "prompt.txt";
+  { std::ofstream(prompt, std::ios::binary) << "the cat"; }
+  Result a = run({"generate", "-m", p.string(), "-f", prompt.string(), "-n", "3", "--temp", "0", "--json"});
+  Result b = run({"generate", "-m", p.string(), "-p", "the cat", "-n", "3", "--temp", "0", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  // stdout that cannot be written is a failure.
+  const std::string cmd = quote(SPILLWAY_CLI_PATH) + " info -m " + quote(p.string()) + " >/dev/full 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+}
+
+TEST(CliRobustness, FilesThatContradictThemselvesAreRefused) {
+  // block_count says 1 but blocks 0 and 1 are present.
+  TestModelSpec spec;
+  auto m = build_test_model(spec);
+  ASSERT_TRUE(m.ok());
+  m->set("llama.block_count", GgufWriteValue::u32(1));
+  fs::path p = tmp_dir() / "blocks.gguf";
+  ASSERT_TRUE(m->write(p.string()).ok());
+  Result r = run({"info", "-m", p.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("blk.1."), std::string::npos) << r.err;
+  // A NaN RMSNorm epsilon.
+  m = build_test_model(spec);
+  m->set("llama.attention.layer_norm_rms_epsilon", GgufWriteValue::f32(std::nanf("")));
+  p = tmp_dir() / "eps.gguf";
+  ASSERT_TRUE(m->write(p.string()).ok());
+  r = run({"generate", "-m", p.string(), "-p", "x", "-n", "2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("layer_norm_rms_epsilon"), std::string::npos) << r.err;
+  // NaN weights: no silent garbage, an error naming the problem.
+  m = build_test_model(spec);
+  TestTensor* t = m->find_tensor("output_norm.weight");
+  ASSERT_NE(t, nullptr);
+  const float nan = std::nanf("");
+  std::memcpy(t->data.data(), &nan, sizeof nan);
+  p = tmp_dir() / "nan.gguf";
+  ASSERT_TRUE(m->write(p.string()).ok());
+  r = run({"generate", "-m", p.string(), "-p", "x", "-n", "2", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  // A vocabulary that does not match the embedding rows: info refuses it as generate does.
+  m = build_test_model(spec);
+  m->set("tokenizer.ggml.bos_token_id", GgufWriteValue::u32(99999));
+  p = tmp_dir() / "bos.gguf";
+  ASSERT_TRUE(m->write(p.string()).ok());
+  r = run({"info", "-m", p.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bos_token_id"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace spw
+
+namespace spw {
+namespace {
+
+// Issue 3's "done": `spillway-cli tokenize --no-bos` on the Llama 3 vocabulary prints the .out ids
+// for every test string (each string passed byte for byte through --file).
+TEST(CliTokenize, Llama3VocabularyMatchesEveryReferenceLine) {
+  const fs::path vocab = shared_models() / "ggml-vocab-llama-bpe.gguf";
+  if (!fs::exists(vocab)) GTEST_SKIP() << "shared test data not found at " << vocab;
+  const std::string inp = slurp(vocab.string() + ".inp"), out = slurp(vocab.string() + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> cases;
+  for (size_t pos = 0;;) {
+    const size_t next = inp.find(sep, pos);
+    if (next == std::string::npos) break;
+    cases.push_back(inp.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::vector<std::string> lines;
+  std::stringstream ss(out);
+  for (std::string line; std::getline(ss, line);) lines.push_back(line.empty() ? line : line.substr(1));
+  ASSERT_EQ(cases.size(), lines.size());
+  const fs::path f = tmp_dir() / "case.txt";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    { std::ofstream(f, std::ios::binary) << cases[i]; }
+    Result r = run({"tokenize", "-m", vocab.string(), "--file", f.string(), "--no-bos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, lines[i] + "\n") << "case " << i << ": '" << cases[i] << "'";
+    EXPECT_TRUE(r.err.empty()) << r.err;  // llama-bpe is a known pre-tokenizer: no warning
   }
 }
 
