@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/cpu/cpu_session.h"
 #include "engine/chat/chat_template.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
@@ -96,7 +97,8 @@ Expected<std::string> read_text_file(const std::string& path) {
 Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const GgufFile& file) {
   auto tok = Tokenizer::from_gguf(file);
   if (tok) {
-    for (const std::string& w : (*tok)->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    for (const std::string& w : (*tok)->warnings())
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
   }
   return tok;
 }
@@ -293,9 +295,18 @@ int run_generate(const GenerateArgs& a) {
   sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
-  auto session = ReferenceSession::create(model, sp);
-  if (!session) return fail(session.error());
-  Session& s = **session;
+  // The fast CPU path by default; --reference selects the float64 oracle.
+  std::unique_ptr<Session> session;
+  if (a.reference) {
+    auto r = ReferenceSession::create(model, sp);
+    if (!r) return fail(r.error());
+    session = std::move(*r);
+  } else {
+    auto f = cpu::CpuSession::create(model, sp);
+    if (!f) return fail(f.error());
+    session = std::move(*f);
+  }
+  Session& s = *session;
 
   const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
   if (prompt.empty())

@@ -37,6 +37,7 @@ struct GenerateArgs {
   bool json = false;
   bool dump_logits = false;
   bool parse_special = false;
+  bool reference = false;  // --reference: the float64 reference forward instead of the fast path
   SamplerParams sampling;
 };
 int run_generate(const GenerateArgs& a);

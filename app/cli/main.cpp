@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   c_gen->add_flag("--json", gen.json, "Stream text to stderr; print one JSON object on stdout");
   c_gen->add_flag("--dump-logits", gen.dump_logits,
                   "Include the last prompt position's logits in the JSON");
+  c_gen->add_flag(
+      "--reference", gen.reference,
+      "Use the float64 reference forward pass (the oracle; slow) instead of the fast CPU path");
   c_gen->add_flag("--parse-special", gen.parse_special,
                   "Recognise special-token texts in the prompt");
 

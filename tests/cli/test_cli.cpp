@@ -105,6 +105,11 @@ TEST(CliGenerate, StoriesGreedyMatchesReference) {
   }
   EXPECT_LE(max_err, 1e-4 * max_ref);
   EXPECT_NE(r.err.find("Lily"), std::string::npos) << "streamed text goes to stderr in --json mode";
+  // The reference forward (the oracle) gives the same tokens as the default fast path.
+  Result o = run({"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "64", "--temp", "0",
+                  "--json", "--reference"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["generated_tokens"], ref["generated_tokens"]);
 }
 
 TEST(CliGenerate, EveryArchitectureRunsAndJsonIsClean) {

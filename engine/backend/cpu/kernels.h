@@ -1,0 +1,96 @@
+// Internal to engine/backend/cpu: the activation block formats and the table of kernels each
+// SIMD level provides. The public entry points (quant_dot.h, ops.h, attention.h) pick the
+// table of the active level and call through it.
+//
+// This header is included by the translation units compiled with -mavx2 / -mavx512*, so it
+// holds only plain structs and declarations: no inline functions and no default member
+// initializers. An inline function (or implicit constructor) emitted by an AVX2 unit is a
+// weak symbol the linker may pick for every unit, and would then run on CPUs without AVX2.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spw::cpu {
+
+/// Activation block for the 32-element integer formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): ggml's
+/// Q8_1 with float instead of binary16 fields. x[i] ~= d * qs[i], |qs| <= 127, s = d * sum(qs)
+/// (the sum lets Q4_1/Q5_1 apply their offset m, and Q4_0/Q5_0 their -8/-16, once per block).
+struct BlockQ8A {
+  float d;
+  float s;
+  int8_t qs[32];
+};  // 40 B
+
+/// Activation block for the K-quants (Q4_K, Q5_K, Q6_K): ggml's Q8_K. x[i] ~= d * qs[i],
+/// |qs| <= 127; bsums[j] = sum of qs[16 j .. 16 j + 15] (the K-quant mins and Q6_K's -32 offset
+/// are applied through these sums).
+struct BlockQ8K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};  // 292 B
+
+static_assert(sizeof(BlockQ8A) == 40 && sizeof(BlockQ8K) == 292);
+
+inline constexpr int kMaxTileRows = 4;
+inline constexpr int kMaxTileTokens = 4;
+inline constexpr int kNumTypeSlots = 31;  // GgmlType numbers 0 (F32) .. 30 (BF16)
+
+/// Dot products of nr weight rows with nt activation rows, nr and nt fixed per function:
+///   y[t * y_stride + r] = dot(w + r * w_stride, x + t * x_stride) over n elements,
+/// for r < nr, t < nt. Activation rows are f32 for F32/F16/BF16 weights, BlockQ8A or BlockQ8K
+/// rows otherwise. Each (r, t) is accumulated in the same order whatever the tile shape, so a
+/// result never depends on how a matrix was tiled or split across threads.
+using TileFn = void (*)(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride,
+                        int64_t n, float* y, size_t y_stride);
+
+struct TypeKernels {
+  TileFn tile[kMaxTileRows][kMaxTileTokens];  // [nr - 1][nt - 1]; null where not built
+  int decode_rows;                            // tile shape for matvec: decode_rows x 1
+  int prefill_rows;                           // tile shape for matmul
+  int prefill_tokens;
+};
+
+struct QuantKernels {
+  TypeKernels type[kNumTypeSlots];                               // by GgmlType number; F32 = 0
+  void (*quantize_q8a)(const float* x, BlockQ8A* y, int64_t n);  // n % 32 == 0
+  void (*quantize_q8k)(const float* x, BlockQ8K* y, int64_t n);  // n % 256 == 0
+};
+
+struct OpKernels {
+  // out = x / sqrt(mean(x^2) + eps) * w (w may be null: no weight).
+  void (*rms_norm)(const float* x, const float* w, float eps, int64_t n, float* out);
+  // x: [n_heads][head_dim]; rotates the first n_rot dims of each head. cs: [cos 0..n_rot/2-1,
+  // sin 0..n_rot/2-1]. Normal pairs (2i, 2i+1), NeoX pairs (i, i + n_rot/2).
+  void (*rope)(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs,
+               bool neox);
+  void (*swiglu)(const float* g, const float* u, float* out, int64_t n);  // silu(g) * u
+  void (*softmax)(float* x, int64_t n);
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // x[i] = exp(x[i] - m); returns the sum of the new x (float accumulation).
+  float (*exp_sum)(float* x, int64_t n, float m);
+  void (*scale)(float* x, float a, int64_t n);  // x *= a
+  // s[q * s_stride + j] = scale * dot(q_vec[q], k row j) for q < n_q, j < n_kv; k rows are
+  // f32 or f16 (k_f16), k_stride elements apart; q: [n_q][hd].
+  void (*attn_scores)(const float* q, int64_t n_q, int64_t hd, const void* k, bool k_f16,
+                      int64_t k_stride, int64_t n_kv, float scale, float* s, int64_t s_stride);
+  // o[q][:] += sum_j p[q * p_stride + j] * v row j, for q < n_q; o: [n_q][hd_v].
+  void (*attn_accum)(const float* p, int64_t p_stride, int64_t n_q, const void* v, bool v_f16,
+                     int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o);
+};
+
+// Tables per level. The SIMD ones return nullptr where the build could not compile them
+// (not x86-64, or the compiler lacks the target flags).
+const QuantKernels* quant_kernels_scalar();
+const QuantKernels* quant_kernels_avx2();
+const QuantKernels* quant_kernels_avx512();
+const OpKernels* op_kernels_scalar();
+const OpKernels* op_kernels_avx2();
+
+// The tables of the active level (simd.cpp).
+const QuantKernels& active_quant_kernels();
+const OpKernels& active_op_kernels();
+
+}  // namespace spw::cpu

@@ -1,0 +1,104 @@
+// Portable scalar element-wise kernels and attention building blocks (see kernels.h for the
+// contracts). The fallback level, and the yardstick of the SIMD ones.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/backend/cpu/kernels.h"
+#include "engine/common/fp16.h"
+
+namespace spw::cpu {
+namespace {
+
+void rms_norm(const float* x, const float* w, float eps, int64_t n, float* out) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const auto scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = w ? x[i] * scale * w[i] : x[i] * scale;
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, bool neox) {
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = cs[i], s = cs[half + i];
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x1 * c + x0 * s;
+    }
+  }
+}
+
+void swiglu(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void softmax(float* x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
+}
+
+float exp_sum(float* x, int64_t n, float m) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  return sum;
+}
+
+void scale(float* x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+float kv_at(const void* base, bool f16, int64_t idx) {
+  if (f16) return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
+  return static_cast<const float*>(base)[idx];
+}
+
+void attn_scores(const float* q, int64_t n_q, int64_t hd, const void* k, bool k_f16,
+                 int64_t k_stride, int64_t n_kv, float sc, float* s, int64_t s_stride) {
+  for (int64_t j = 0; j < n_kv; ++j) {
+    for (int64_t h = 0; h < n_q; ++h) {
+      float acc = 0.0f;
+      for (int64_t d = 0; d < hd; ++d) acc += q[h * hd + d] * kv_at(k, k_f16, j * k_stride + d);
+      s[h * s_stride + j] = acc * sc;
+    }
+  }
+}
+
+void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, bool v_f16,
+                int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o) {
+  for (int64_t j = 0; j < n_kv; ++j) {
+    for (int64_t h = 0; h < n_q; ++h) {
+      const float pj = p[h * p_stride + j];
+      for (int64_t d = 0; d < hd_v; ++d) o[h * hd_v + d] += pj * kv_at(v, v_f16, j * v_stride + d);
+    }
+  }
+}
+
+}  // namespace
+
+const OpKernels* op_kernels_scalar() {
+  static const OpKernels table = {rms_norm,   rope,    swiglu, softmax,     f32_to_f16,
+                                  f16_to_f32, exp_sum, scale,  attn_scores, attn_accum};
+  return &table;
+}
+
+}  // namespace spw::cpu

@@ -1,0 +1,185 @@
+// The fast CPU session against its oracle, the float64 reference session.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/backend/cpu/cpu_session.h"
+#include "engine/model/reference_session.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/support/test_model.h"
+
+namespace spw {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_path(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("spillway-test-cpu-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+struct RunResult {
+  std::vector<float> prompt_logits;
+  std::vector<int32_t> greedy;
+};
+
+// Prefills `prompt`, then decodes n greedy tokens.
+RunResult run(Session& s, const std::vector<int32_t>& prompt, int n) {
+  RunResult r;
+  EXPECT_TRUE(s.eval(prompt, true).ok());
+  r.prompt_logits.assign(s.logits().begin(), s.logits().end());
+  for (int i = 0; i < n; ++i) {
+    const int32_t id = argmax(s.logits());
+    r.greedy.push_back(id);
+    EXPECT_TRUE(s.eval(std::span<const int32_t>(&id, 1), true).ok());
+  }
+  return r;
+}
+
+std::unique_ptr<Session> fast(const Model& m, KvType kv, int threads = 1, int64_t ubatch = 512) {
+  SessionParams sp;
+  sp.kv_type_k = sp.kv_type_v = kv;
+  sp.n_threads = threads;
+  auto s = cpu::CpuSession::create(m, sp, cpu::CpuSessionParams{ubatch});
+  EXPECT_TRUE(s.ok());
+  return std::move(*s);
+}
+
+std::unique_ptr<Session> reference(const Model& m, KvType kv) {
+  SessionParams sp;
+  sp.kv_type_k = sp.kv_type_v = kv;
+  auto s = ReferenceSession::create(m, sp);
+  EXPECT_TRUE(s.ok());
+  return std::move(*s);
+}
+
+// Normalised mean squared error sum((a-b)^2) / sum(b^2) (llama.cpp's test-backend-ops measure).
+double nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// max|a - b| / max|b|; *worst receives the index of the largest difference.
+double rel_err(const std::vector<float>& a, const std::vector<float>& b, size_t* worst = nullptr) {
+  double mb = 0, md = 0;
+  size_t w = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    mb = std::max(mb, std::fabs(static_cast<double>(b[i])));
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    if (d > md) {
+      md = d;
+      w = i;
+    }
+  }
+  if (worst) *worst = w;
+  return mb > 0 ? md / mb : md;
+}
+
+TEST(CpuSession, StoriesMatchesReferenceTokens) {
+  const fs::path dir = fs::path(SPILLWAY_SHARED_DIR) / "models";
+  if (!fs::exists(dir / "stories260K.gguf")) GTEST_SKIP() << "shared test data not found at " << dir;
+  std::ifstream in(dir / "stories260K.reference.json");
+  const auto ref = nlohmann::json::parse(in);
+  auto model = Model::load((dir / "stories260K.gguf").string());
+  ASSERT_TRUE(model.ok());
+  const auto prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
+  for (const KvType kv : {KvType::F32, KvType::F16}) {
+    auto s = fast(**model, kv, 2);
+    const RunResult r = run(*s, prompt, 64);
+    EXPECT_EQ(r.greedy, ref["generated_tokens"].get<std::vector<int32_t>>()) << kv_type_name(kv);
+    if (kv == KvType::F32) {
+      size_t w = 0;
+      const auto ref_logits = ref["last_prompt_logits"].get<std::vector<float>>();
+      EXPECT_LE(rel_err(r.prompt_logits, ref_logits, &w), 1e-4) << "worst logit " << w;
+    }
+  }
+}
+
+// Every architecture x every supported weight type: logits within the type's tolerance of the
+// reference at every prompt length; ubatch splitting and thread count change nothing.
+class CpuVsReference : public ::testing::TestWithParam<std::tuple<std::string, GgmlType>> {};
+
+TEST_P(CpuVsReference, LogitsAgree) {
+  const auto& [arch, type] = GetParam();
+  TestModelSpec spec;
+  spec.arch = arch;
+  spec.weight_type = type;
+  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  if (k_quant) {
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.head_dim = 64;
+  }
+  spec.rope_freqs = arch == "llama";
+  const fs::path p = temp_path(arch + "-" + std::string(type_name(static_cast<uint32_t>(type))) + ".gguf");
+  ASSERT_TRUE(write_test_model(spec, p.string()).ok());
+  auto model = Model::load(p.string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const std::vector<int32_t> prompt = {1, 300, 17, 299, 42, 260, 5, 301, 88, 12, 270};
+
+  auto ref = reference(**model, KvType::F32);
+  const RunResult r = run(*ref, prompt, 4);
+  auto f1 = fast(**model, KvType::F32, 1);
+  const RunResult a = run(*f1, prompt, 4);
+  // Float weights keep float activations; integer formats quantize activations to 8 bits per
+  // block, which costs about 1e-2 of the logit range on these random models.
+  const bool float_type = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  const double tol = float_type ? 1e-4 : 5e-2;
+  size_t w = 0;
+  const double e = rel_err(a.prompt_logits, r.prompt_logits, &w), n = nmse(a.prompt_logits, r.prompt_logits);
+  EXPECT_LE(e, tol) << "worst logit " << w;
+  EXPECT_LE(n, float_type ? 1e-9 : 2e-3);
+  std::printf("[ %s %s ] max rel err %.2e, NMSE %.2e\n", arch.c_str(),
+              std::string(type_name(static_cast<uint32_t>(type))).c_str(), e, n);
+
+  auto f2 = fast(**model, KvType::F32, 2, /*ubatch=*/3);  // 4 ubatches, 2 threads
+  const RunResult b = run(*f2, prompt, 4);
+  EXPECT_LE(rel_err(b.prompt_logits, a.prompt_logits), 1e-5);
+  EXPECT_EQ(b.greedy, a.greedy);
+  auto f3 = fast(**model, KvType::F32, 2);
+  const RunResult c = run(*f3, prompt, 4);
+  EXPECT_EQ(c.prompt_logits, a.prompt_logits) << "thread count must not change a single bit";
+  EXPECT_EQ(c.greedy, a.greedy);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllArchsAllTypes, CpuVsReference,
+    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+                       ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                                         GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                         GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + type_name(static_cast<uint32_t>(std::get<1>(info.param)));
+    });
+
+TEST(CpuSession, ContextFullAndBadTokensLeaveTheSessionUnchanged) {
+  TestModelSpec spec;
+  spec.n_ctx = 8;
+  const fs::path p = temp_path("ctx8.gguf");
+  ASSERT_TRUE(write_test_model(spec, p.string()).ok());
+  auto model = Model::load(p.string());
+  ASSERT_TRUE(model.ok());
+  auto s = fast(**model, KvType::F16);
+  const std::vector<int32_t> bad = {1, static_cast<int32_t>(spec.n_vocab)};
+  EXPECT_FALSE(s->eval(bad, true).ok());
+  EXPECT_EQ(s->n_past(), 0);
+  const std::vector<int32_t> six = {1, 2, 3, 4, 5, 6}, three = {7, 8, 9};
+  ASSERT_TRUE(s->eval(six, true).ok());
+  auto st = s->eval(three, true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("context full"), std::string::npos);
+  EXPECT_EQ(s->n_past(), 6);
+}
+
+}  // namespace
+}  // namespace spw
