@@ -168,6 +168,11 @@ int main(int argc, char** argv) {
       }
       if (*c_chat) {
         chat.has_system = o_sys->count() > 0;
+        if (c_chat->count("--template") > 0 && chat.template_name.empty()) {
+          std::fprintf(stderr, "error: --template needs a name (%s)\n",
+                       spw::chat_family_names().c_str());
+          return 1;
+        }
         return run_chat_template(chat);
       }
     } catch (

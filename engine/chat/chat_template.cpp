@@ -1,5 +1,7 @@
 #include "engine/chat/chat_template.h"
 
+#include <cctype>
+
 #include <array>
 #include <cassert>
 #include <initializer_list>
@@ -337,8 +339,11 @@ Expected<std::optional<std::string>> read_chat_template(const GgufFile& file) {
 }
 
 Expected<ChatFamily> parse_chat_family(std::string_view name) {
+  // Names are matched without regard to ASCII case ("ChatML" is chatml).
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const FamilyName& f : kFamilyNames)
-    if (name == f.name) return f.family;
+    if (lower == f.name) return f.family;
   return make_error("unknown chat template '{}' (known: {})", name, chat_family_names());
 }
 

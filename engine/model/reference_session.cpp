@@ -216,17 +216,8 @@ void ReferenceSession::layer(int64_t il, std::vector<double>& x, int64_t n_token
 }
 
 Status ReferenceSession::eval(std::span<const int32_t> tokens, bool want_logits) {
+  if (auto st = check_batch(tokens, c_.n_vocab, n_past_, n_ctx_); !st) return st;
   const auto n_tokens = static_cast<int64_t>(tokens.size());
-  if (n_tokens == 0) return make_error("eval: empty batch");
-  for (int32_t id : tokens) {
-    if (id < 0 || id >= c_.n_vocab)
-      return make_error("token id {} is out of range [0, {})", id, c_.n_vocab);
-  }
-  if (n_past_ + n_tokens > n_ctx_) {
-    return make_error(
-        "context full: {} tokens fit in the context of {} ({} used, {} more requested)", n_ctx_,
-        n_ctx_, n_past_, n_tokens);
-  }
   const int64_t n_embd = c_.n_embd;
   std::vector<double> x(static_cast<size_t>(n_tokens * n_embd));  // [n_tokens][n_embd]
   std::vector<float> row(static_cast<size_t>(n_embd));

@@ -26,6 +26,10 @@ struct SessionParams {
   KvType kv_type_v = KvType::F16;
 };
 
+/// The checks every Session::eval makes before touching its state: a non-empty batch, ids in
+/// [0, n_vocab), and room for the batch: "context full: N tokens fit ..." otherwise.
+Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_past, int64_t n_ctx);
+
 class Session {
  public:
   virtual ~Session() = default;

@@ -40,7 +40,12 @@ void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>&
   std::vector<SpmSymbol> symbols;
   symbols.reserve(text.size());
   for (size_t offs = 0; offs < text.size();) {
-    const size_t len = std::min(unicode::utf8_len(text[offs]), text.size() - offs);
+    // A well-formed character is one symbol (as llama.cpp). A byte that does not start one is a
+    // symbol of its own, so it cannot swallow the bytes after it (llama.cpp takes the length from
+    // the lead byte alone, which turns "\xE2 x" into a lone byte followed by a literal U+2581 and
+    // breaks decode(encode(x)) == x).
+    const size_t valid = unicode::valid_utf8_len(text, offs);
+    const size_t len = valid == 0 ? 1 : valid;
     const int32_t index = static_cast<int32_t>(symbols.size());
     symbols.push_back(SpmSymbol{index - 1, offs + len == text.size() ? -1 : index + 1, offs, len});
     offs += len;

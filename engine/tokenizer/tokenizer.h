@@ -13,7 +13,10 @@
 //    order) that the vocabulary has is taken, where llama.cpp takes whichever its hash map
 //    yields first;
 //  - BPE: bytes that are not well-formed UTF-8 keep their own bytes (llama.cpp replaces each with
-//    U+FFFD before encoding), so decode(encode(x)) == x for any bytes;
+//    U+FFFD before encoding), so decode(encode(x)) == x for any bytes the vocabulary can
+//    represent (a vocabulary without a token for a byte such as 0xFF drops it, as llama.cpp);
+//  - SPM: a byte that does not start a well-formed UTF-8 character is a symbol of its own
+//    (llama.cpp lets a lone lead byte swallow the bytes after it);
 //  - BPE: decode does not apply llama.cpp's clean_spaces pass (" ," -> ","), which would break
 //    decode(encode(x)) == x;
 //  - BPE: an unknown tokenizer.ggml.pre loads (llama.cpp refuses it) with the default

@@ -1,9 +1,9 @@
 // spillway-cli as a user runs it: exit codes, what goes to stdout and what to stderr.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <cstring>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -14,6 +14,7 @@
 
 #include "tests/support/hostile_gguf.h"
 #include "tests/support/test_model.h"
+#include "tests/support/vocab_cases.h"
 
 namespace spw {
 namespace {
@@ -27,7 +28,8 @@ struct Result {
 
 fs::path tmp_dir() {
   // Per process: ctest -j runs tests as parallel processes.
-  const fs::path d = fs::temp_directory_path() / ("spillway-cli-test-" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("spillway-cli-test-" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }
@@ -106,8 +108,8 @@ TEST(CliGenerate, StoriesGreedyMatchesReference) {
   EXPECT_LE(max_err, 1e-4 * max_ref);
   EXPECT_NE(r.err.find("Lily"), std::string::npos) << "streamed text goes to stderr in --json mode";
   // The reference forward (the oracle) gives the same tokens as the default fast path.
-  Result o = run({"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "64", "--temp", "0",
-                  "--json", "--reference"});
+  Result o = run({"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "64", "--temp",
+                  "0", "--json", "--reference"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(nlohmann::json::parse(o.out)["generated_tokens"], ref["generated_tokens"]);
 }
@@ -362,12 +364,15 @@ TEST(CliRobustness, SpecialFilesCommandsAndOutputErrors) {
   // A prompt from a file tokenizes exactly as the same prompt on the command line.
   const fs::path prompt = tmp_dir() / "prompt.txt";
   { std::ofstream(prompt, std::ios::binary) << "the cat"; }
-  Result a = run({"generate", "-m", p.string(), "-f", prompt.string(), "-n", "3", "--temp", "0", "--json"});
-  Result b = run({"generate", "-m", p.string(), "-p", "the cat", "-n", "3", "--temp", "0", "--json"});
+  Result a = run(
+      {"generate", "-m", p.string(), "-f", prompt.string(), "-n", "3", "--temp", "0", "--json"});
+  Result b =
+      run({"generate", "-m", p.string(), "-p", "the cat", "-n", "3", "--temp", "0", "--json"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   // stdout that cannot be written is a failure.
-  const std::string cmd = quote(SPILLWAY_CLI_PATH) + " info -m " + quote(p.string()) + " >/dev/full 2>/dev/null";
+  const std::string cmd =
+      quote(SPILLWAY_CLI_PATH) + " info -m " + quote(p.string()) + " >/dev/full 2>/dev/null";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
@@ -425,18 +430,10 @@ namespace {
 TEST(CliTokenize, Llama3VocabularyMatchesEveryReferenceLine) {
   const fs::path vocab = shared_models() / "ggml-vocab-llama-bpe.gguf";
   if (!fs::exists(vocab)) GTEST_SKIP() << "shared test data not found at " << vocab;
-  const std::string inp = slurp(vocab.string() + ".inp"), out = slurp(vocab.string() + ".out");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> cases;
-  for (size_t pos = 0;;) {
-    const size_t next = inp.find(sep, pos);
-    if (next == std::string::npos) break;
-    cases.push_back(inp.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
+  const std::vector<std::string> cases =
+      split_vocab_inputs(read_file_bytes(vocab.string() + ".inp"));
   std::vector<std::string> lines;
-  std::stringstream ss(out);
-  for (std::string line; std::getline(ss, line);) lines.push_back(line.empty() ? line : line.substr(1));
+  for (const auto& ids : read_vocab_outputs(vocab.string() + ".out")) lines.push_back(ids_str(ids));
   ASSERT_EQ(cases.size(), lines.size());
   const fs::path f = tmp_dir() / "case.txt";
   for (size_t i = 0; i < cases.size(); ++i) {

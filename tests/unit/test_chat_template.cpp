@@ -171,7 +171,13 @@ TEST(ChatTemplateDetect, NamesOverrideAndRoundTrip) {
   auto detected = select_chat_template(std::string_view(kLlama3), "");
   ASSERT_TRUE(detected.ok());
   EXPECT_EQ(detected->family, ChatFamily::Llama3);
-  EXPECT_FALSE(select_chat_template(std::string_view(kLlama3), "Llama3").ok());
+  // Names ignore ASCII case; a name that is no family is an error listing the names.
+  auto mixed = select_chat_template(std::string_view(kLlama3), "ChatML");
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->family, ChatFamily::ChatML);
+  auto unknown = select_chat_template(std::string_view(kLlama3), "Llama-3.9");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("chatml"), std::string::npos);
 }
 
 // ---- Rendering ----

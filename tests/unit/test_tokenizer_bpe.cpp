@@ -19,6 +19,7 @@
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
+#include "tests/support/vocab_cases.h"
 
 namespace spw {
 namespace {
@@ -26,49 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kModelsDir = fs::path(SPILLWAY_SHARED_DIR) / "models";
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string ids_str(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
-  return s;
-}
-
-// As llama.cpp tests/test-tokenizer-0.cpp (and test_tokenizer_spm.cpp): pieces separated by
-// "\n__ggml_vocab_test__\n"; a separator that ends the file does not start an empty piece.
-std::vector<std::string> split_inputs(const std::string& raw) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < raw.size()) {
-    const size_t next = raw.find(sep, pos);
-    if (next == std::string::npos) {
-      out.push_back(raw.substr(pos));
-      break;
-    }
-    out.push_back(raw.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  return out;
-}
-
-std::vector<std::vector<int32_t>> read_outputs(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<std::vector<int32_t>> out;
-  for (std::string line; std::getline(f, line);) {
-    std::istringstream ss(line);
-    std::vector<int32_t> ids;
-    for (long v; ss >> v;) ids.push_back(static_cast<int32_t>(v));
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
 
 std::unique_ptr<Tokenizer> load_shared(const std::string& vocab) {
   const fs::path path = kModelsDir / ("ggml-vocab-" + vocab + ".gguf");
@@ -114,8 +72,10 @@ TEST_P(TokenizerReference, MatchesLlamaCppIdsAndRoundTrips) {
   EXPECT_TRUE(tok->warnings().empty()) << tok->warnings().front();
 
   const std::string base = std::string("ggml-vocab-") + c.vocab + ".gguf";
-  const std::vector<std::string> inputs = split_inputs(read_all(kModelsDir / (base + ".inp")));
-  const std::vector<std::vector<int32_t>> outputs = read_outputs(kModelsDir / (base + ".out"));
+  const std::vector<std::string> inputs =
+      split_vocab_inputs(read_file_bytes((kModelsDir / (base + ".inp")).string()));
+  const std::vector<std::vector<int32_t>> outputs =
+      read_vocab_outputs((kModelsDir / (base + ".out")).string());
   ASSERT_EQ(inputs.size(), outputs.size()) << "input and output files have different case counts";
   ASSERT_GT(inputs.size(), 0u);
 

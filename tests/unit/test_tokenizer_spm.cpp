@@ -14,6 +14,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/vocab_cases.h"
 
 namespace spw {
 namespace {
@@ -21,13 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kModelsDir = fs::path(SPILLWAY_SHARED_DIR) / "models";
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 bool valid_utf8(std::string_view s) {
   size_t i = 0;
@@ -64,44 +58,6 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-std::string ids_str(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
-  return s;
-}
-
-// The test inputs split exactly as llama.cpp tests/test-tokenizer-0.cpp does: pieces separated
-// by "\n__ggml_vocab_test__\n"; a separator that ends the file closes the last piece and does
-// not start an empty one.
-std::vector<std::string> split_inputs(const std::string& raw) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < raw.size()) {
-    const size_t next = raw.find(sep, pos);
-    if (next == std::string::npos) {
-      out.push_back(raw.substr(pos));
-      break;
-    }
-    out.push_back(raw.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  return out;
-}
-
-// One line per case (std::getline), leading/trailing whitespace stripped, ids split on ' '.
-std::vector<std::vector<int32_t>> read_outputs(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<std::vector<int32_t>> out;
-  for (std::string line; std::getline(f, line);) {
-    std::istringstream ss(line);
-    std::vector<int32_t> ids;
-    for (long v; ss >> v;) ids.push_back(static_cast<int32_t>(v));
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
-
 std::unique_ptr<Tokenizer> load_shared(const std::string& file) {
   auto gguf = GgufFile::open((kModelsDir / file).string());
   EXPECT_TRUE(gguf.ok()) << (gguf.ok() ? "" : gguf.error().message);
@@ -123,8 +79,10 @@ TEST_P(TokenizerSpmReference, MatchesLlamaCppIdsAndRoundTrips) {
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->kind(), VocabKind::Spm);
 
-  const std::vector<std::string> inputs = split_inputs(read_all(kModelsDir / (base + ".inp")));
-  const std::vector<std::vector<int32_t>> outputs = read_outputs(kModelsDir / (base + ".out"));
+  const std::vector<std::string> inputs =
+      split_vocab_inputs(read_file_bytes((kModelsDir / (base + ".inp")).string()));
+  const std::vector<std::vector<int32_t>> outputs =
+      read_vocab_outputs((kModelsDir / (base + ".out")).string());
   ASSERT_EQ(inputs.size(), outputs.size()) << "input and output files have different case counts";
   ASSERT_GT(inputs.size(), 0u);
 
@@ -164,7 +122,7 @@ TEST(TokenizerSpm, Stories260KPromptAndContinuation) {
   }
   const auto tok = load_shared("stories260K.gguf");
   ASSERT_NE(tok, nullptr);
-  const auto ref = nlohmann::json::parse(read_all(ref_path));
+  const auto ref = nlohmann::json::parse(read_file_bytes((ref_path).string()));
   EXPECT_EQ(tok->bos(), 1);
   EXPECT_EQ(tok->eos(), 2);
   EXPECT_EQ(tok->pad(), -1);  // stored as 0xFFFFFFFF: "none"
@@ -506,6 +464,30 @@ TEST(TokenizerSpm, LongTextIsNotQuadratic) {
   const std::vector<int32_t> ids = tok->encode(text, false, false);
   ASSERT_EQ(ids.size(), 20000u * 5 + 1);
   EXPECT_EQ(tok->decode(ids), text);
+}
+
+}  // namespace
+}  // namespace spw
+
+namespace spw {
+namespace {
+
+// A byte that does not start a well-formed UTF-8 character must not swallow the bytes after it:
+// "\xE2 x" once came back as "\xE2\xE2\x96\x81x" (the space turned into a literal U+2581).
+TEST(TokenizerSpmInvalidUtf8, LoneBytesRoundTripNextToSpaces) {
+  const fs::path vocab = fs::path(SPILLWAY_SHARED_DIR) / "models" / "ggml-vocab-llama-spm.gguf";
+  if (!fs::exists(vocab)) GTEST_SKIP() << "shared test data not found at " << vocab;
+  auto gguf = GgufFile::open(vocab.string());
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::from_gguf(**gguf);
+  ASSERT_TRUE(tok.ok());
+  for (const std::string s :
+       {std::string("\xE2 x"), std::string("x\xF0\x9F y"), std::string("a \xC3"),
+        std::string("\xFF\xFE  z"), std::string("\xE2\x82 \xE2\x82\xAC")}) {
+    EXPECT_EQ((*tok)->decode((*tok)->encode(s, false, false)), s)
+        << ids_str((*tok)->encode(s, false, false));
+    EXPECT_EQ((*tok)->decode((*tok)->encode(s, true, false)), s);
+  }
 }
 
 }  // namespace

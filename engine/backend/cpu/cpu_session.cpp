@@ -95,17 +95,8 @@ void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* 
 }
 
 Status CpuSession::eval(std::span<const int32_t> tokens, bool want_logits) {
+  if (auto st = check_batch(tokens, c_.n_vocab, n_past_, n_ctx_); !st) return st;
   const auto n_tokens = static_cast<int64_t>(tokens.size());
-  if (n_tokens == 0) return make_error("eval: empty batch");
-  for (int32_t id : tokens) {
-    if (id < 0 || id >= c_.n_vocab)
-      return make_error("token id {} is out of range [0, {})", id, c_.n_vocab);
-  }
-  if (n_past_ + n_tokens > n_ctx_) {
-    return make_error(
-        "context full: {} tokens fit in the context of {} ({} used, {} more requested)", n_ctx_,
-        n_ctx_, n_past_, n_tokens);
-  }
   ensure_kv_capacity(n_past_ + n_tokens);
   for (int64_t b = 0; b < n_tokens; b += cp_.n_ubatch) {
     const int64_t n = std::min(cp_.n_ubatch, n_tokens - b);
