@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/cli/bench.h"
 #include "app/cli/commands.h"
 #include "app/paths.h"
 #include "app/version.h"
@@ -109,8 +110,24 @@ int main(int argc, char** argv) {
   c_chat->add_option("--template", chat.template_name,
                      "Template to use instead of the detected one: " + spw::chat_family_names());
 
+  BenchArgs bench;
+  auto* c_bench = app.add_subcommand(
+      "bench", "Prompt-processing and generation speed, bandwidth and peak memory (llama-bench)");
+  c_bench->add_option("-m,--model", bench.model, "GGUF file")->required();
+  c_bench->add_option("-p,--n-prompt", bench.n_prompt, "Prompt tokens of the pp test")
+      ->capture_default_str();
+  c_bench->add_option("-n,--n-gen", bench.n_gen, "Generated tokens of the tg test")
+      ->capture_default_str();
+  c_bench->add_option("-t,--threads", bench.n_threads, "CPU threads (0: all cores)")
+      ->capture_default_str();
+  c_bench->add_option("-r,--repetitions", bench.reps, "Repeats of each test")
+      ->capture_default_str();
+  c_bench->add_flag("--reference", bench.reference,
+                    "Time the float64 reference forward pass instead of the fast CPU path");
+  c_bench->add_flag("--json", bench.json, "One JSON object on stdout");
+
   // Global options may follow the subcommand: let each subcommand hand unknown options back.
-  for (auto* sub : {c_info, c_tok, c_gen, c_chat}) sub->fallthrough();
+  for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench}) sub->fallthrough();
 
   // A clear message for a mistyped command (CLI11 would only say a subcommand is required).
   for (int i = 1; i < argc; ++i) {
@@ -121,12 +138,13 @@ int main(int argc, char** argv) {
     }
     if (arg.empty() || arg[0] == '-') continue;
     bool known = false;
-    for (auto* sub : {c_info, c_tok, c_gen, c_chat}) known |= sub->check_name(std::string(arg));
+    for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench})
+      known |= sub->check_name(std::string(arg));
     if (!known) {
-      std::fprintf(
-          stderr,
-          "error: unknown command '%s' (commands: info, tokenize, generate, chat-template)\n",
-          argv[i]);
+      std::fprintf(stderr,
+                   "error: unknown command '%s' (commands: info, tokenize, generate, "
+                   "chat-template, bench)\n",
+                   argv[i]);
       return 1;
     }
     break;
@@ -175,6 +193,7 @@ int main(int argc, char** argv) {
         }
         return run_chat_template(chat);
       }
+      if (*c_bench) return run_bench(bench);
     } catch (
         const std::exception& e) {  // allocation failure and the like: still exit 1, never a signal
       std::fprintf(stderr, "error: %s\n", e.what());

@@ -2,11 +2,13 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <filesystem>
 #include <random>
 #include <system_error>
+#include <thread>
 #include <unordered_set>
 
 namespace spw {
@@ -72,6 +74,8 @@ uint32_t file_type_of(GgmlType t) {  // llama_ftype numbering (general.file_type
   }
 }
 
+constexpr const char* kMixQ4KM = "q4_k_m";
+
 bool is_qwen(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
 
 TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t> ne,
@@ -81,11 +85,36 @@ TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t
   assert(static_cast<int64_t>(values.size()) == ne[0] * rows);
   const size_t rb = row_size(type, ne[0]);
   TestTensor t{name, type, std::move(ne), std::vector<uint8_t>(rb * static_cast<size_t>(rows))};
-  for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(type, values.data() + r * t.ne[0], t.data.data() + static_cast<size_t>(r) * rb,
-                 t.ne[0]);
+  const int64_t n_in = t.ne[0];
+  auto quantize_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      quantize_row(type, values.data() + r * n_in, t.data.data() + static_cast<size_t>(r) * rb,
+                   n_in);
+    }
+  };
+  // The reference K-quant quantizers search scales per block and take seconds on a 250M
+  // parameter model: large tensors are split over threads by rows. Each row is quantized on
+  // its own, so the bytes do not depend on the split.
+  constexpr int64_t kParallelElements = int64_t{1} << 20;
+  const unsigned hw = std::thread::hardware_concurrency();
+  const int64_t n_threads =
+      n_in * rows < kParallelElements ? 1 : std::min<int64_t>(rows, hw == 0 ? 1 : hw);
+  if (n_threads <= 1) {
+    quantize_rows(0, rows);
+    return t;
   }
+  std::vector<std::thread> threads;
+  for (int64_t i = 1; i < n_threads; ++i)
+    threads.emplace_back(quantize_rows, i * rows / n_threads, (i + 1) * rows / n_threads);
+  quantize_rows(0, rows / n_threads);
+  for (auto& th : threads) th.join();
   return t;
+}
+
+// llama.cpp's use_more_bits(): the layers whose ffn_down (and, in llama.cpp, attn_v) Q4_K_M
+// stores in Q6_K.
+bool use_more_bits(int64_t layer, int64_t n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
 // A matrix mapping n_in -> n_out: ne = [n_in, n_out], spread weight_scale / sqrt(n_in).
@@ -137,6 +166,23 @@ Status check_rows(const std::string& name, GgmlType type, int64_t row_len) {
 }
 
 }  // namespace
+
+GgmlType TestModelSpec::embd() const {
+  if (mix == kMixQ4KM) return GgmlType::Q4_K;
+  return embd_type.value_or(weight_type);
+}
+
+GgmlType TestModelSpec::output() const {
+  if (mix == kMixQ4KM) return GgmlType::Q6_K;
+  return output_type.value_or(weight_type);
+}
+
+GgmlType TestModelSpec::layer_type(const std::string& role, int64_t layer) const {
+  if (mix != kMixQ4KM) return weight_type;
+  if (role == "attn_v") return GgmlType::Q6_K;
+  if (role == "ffn_down" && use_more_bits(layer, n_layer)) return GgmlType::Q6_K;
+  return GgmlType::Q4_K;
+}
 
 std::vector<std::string> test_model_vocab(int64_t n_vocab) {
   assert(n_vocab >= kMinVocab);
@@ -197,6 +243,8 @@ Status check_test_model_spec(const TestModelSpec& s) {
   if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) != 0 || s.alignment > (1u << 20)) {
     return make_error("test model: alignment {} is not a power of two up to 2^20", s.alignment);
   }
+  if (!s.mix.empty() && s.mix != kMixQ4KM)
+    return make_error("test model: unknown mix '{}' (known: {})", s.mix, kMixQ4KM);
   if (s.n_vocab < kMinVocab) {
     return make_error(
         "test model: n_vocab {} is too small (at least {}: 3 specials, 256 byte tokens and \"▁\")",
@@ -231,9 +279,10 @@ Status check_test_model_spec(const TestModelSpec& s) {
   const std::pair<std::string, std::pair<GgmlType, int64_t>> rows[] = {
       {"token_embd.weight", {s.embd(), s.n_embd}},
       {"output.weight", {s.tied_embeddings ? s.embd() : s.output(), s.n_embd}},
-      {"blk.N.attn_q.weight", {s.weight_type, s.n_embd}},
-      {"blk.N.attn_output.weight", {s.weight_type, q_dim}},
-      {"blk.N.ffn_down.weight", {s.weight_type, s.n_ff}},
+      {"blk.N.attn_q.weight", {s.layer_type("attn_q", 0), s.n_embd}},
+      {"blk.N.attn_v.weight", {s.layer_type("attn_v", 0), s.n_embd}},
+      {"blk.N.attn_output.weight", {s.layer_type("attn_output", 0), q_dim}},
+      {"blk.N.ffn_down.weight", {s.layer_type("ffn_down", 0), s.n_ff}},
   };
   for (const auto& [name, tr] : rows) {
     if (auto st = check_rows(name, tr.first, tr.second); !st)
@@ -253,7 +302,7 @@ Expected<TestModel> build_test_model(const TestModelSpec& s) {
 
   m.set("general.architecture", V::str(s.arch));
   m.set("general.name", V::str("spillway-test-" + s.arch));
-  m.set("general.file_type", V::u32(file_type_of(s.weight_type)));
+  m.set("general.file_type", V::u32(s.mix == kMixQ4KM ? 15u : file_type_of(s.weight_type)));
   m.set("general.quantization_version", V::u32(2));
   m.set(a + "context_length", V::u32(static_cast<uint32_t>(s.n_ctx)));
   m.set(a + "embedding_length", V::u32(static_cast<uint32_t>(s.n_embd)));
@@ -288,15 +337,16 @@ Expected<TestModel> build_test_model(const TestModelSpec& s) {
 
   const int64_t q_dim = s.n_head * s.head_dim;
   const int64_t kv_dim = s.n_head_kv * s.head_dim;
-  const GgmlType wt = s.weight_type;
   m.tensors.push_back(matrix(s, "token_embd.weight", s.embd(), s.n_embd, s.n_vocab));
   if (s.rope_freqs) m.tensors.push_back(rope_factors(s.head_dim / 2));
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     m.tensors.push_back(vec(s, p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    m.tensors.push_back(matrix(s, p + "attn_q.weight", wt, s.n_embd, q_dim));
-    m.tensors.push_back(matrix(s, p + "attn_k.weight", wt, s.n_embd, kv_dim));
-    m.tensors.push_back(matrix(s, p + "attn_v.weight", wt, s.n_embd, kv_dim));
+    m.tensors.push_back(matrix(s, p + "attn_q.weight", s.layer_type("attn_q", i), s.n_embd, q_dim));
+    m.tensors.push_back(
+        matrix(s, p + "attn_k.weight", s.layer_type("attn_k", i), s.n_embd, kv_dim));
+    m.tensors.push_back(
+        matrix(s, p + "attn_v.weight", s.layer_type("attn_v", i), s.n_embd, kv_dim));
     if (s.arch == "qwen2") {
       m.tensors.push_back(vec(s, p + "attn_q.bias", q_dim, 0.0f, 0.1f * s.weight_scale));
       m.tensors.push_back(vec(s, p + "attn_k.bias", kv_dim, 0.0f, 0.1f * s.weight_scale));
@@ -306,11 +356,15 @@ Expected<TestModel> build_test_model(const TestModelSpec& s) {
       m.tensors.push_back(vec(s, p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       m.tensors.push_back(vec(s, p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
-    m.tensors.push_back(matrix(s, p + "attn_output.weight", wt, q_dim, s.n_embd));
+    m.tensors.push_back(
+        matrix(s, p + "attn_output.weight", s.layer_type("attn_output", i), q_dim, s.n_embd));
     m.tensors.push_back(vec(s, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    m.tensors.push_back(matrix(s, p + "ffn_gate.weight", wt, s.n_embd, s.n_ff));
-    m.tensors.push_back(matrix(s, p + "ffn_up.weight", wt, s.n_embd, s.n_ff));
-    m.tensors.push_back(matrix(s, p + "ffn_down.weight", wt, s.n_ff, s.n_embd));
+    m.tensors.push_back(
+        matrix(s, p + "ffn_gate.weight", s.layer_type("ffn_gate", i), s.n_embd, s.n_ff));
+    m.tensors.push_back(
+        matrix(s, p + "ffn_up.weight", s.layer_type("ffn_up", i), s.n_embd, s.n_ff));
+    m.tensors.push_back(
+        matrix(s, p + "ffn_down.weight", s.layer_type("ffn_down", i), s.n_ff, s.n_embd));
   }
   m.tensors.push_back(vec(s, "output_norm.weight", s.n_embd, 1.0f, 0.1f));
   if (!s.tied_embeddings)

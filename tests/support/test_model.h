@@ -44,12 +44,21 @@ struct TestModelSpec {
   uint32_t seed = 1;
   uint32_t gguf_version = 3;  ///< 2 or 3
   uint32_t alignment = 32;    ///< general.alignment; written as a key when != 32
+  /// Quantization mix overriding weight_type, embd_type and output_type: "" (none: those three
+  /// fields decide) or "q4_k_m", the mix of llama.cpp's Q4_K_M files: Q4_K for token_embd and
+  /// the 2-D weights; Q6_K for output.weight, every attn_v.weight and the ffn_down.weight of the
+  /// layers llama.cpp's use_more_bits() picks (the first and last eighth, and every third layer
+  /// between: half of them for 16 layers). K-quant rule: row lengths multiples of 256.
+  std::string mix;
   /// Multiplier on the default weight spread: a matrix with n_in inputs draws uniformly with
   /// standard deviation weight_scale / sqrt(n_in), so activations stay O(1) through the layers.
   float weight_scale = 1.0f;
 
-  GgmlType embd() const { return embd_type.value_or(weight_type); }
-  GgmlType output() const { return output_type.value_or(weight_type); }
+  GgmlType embd() const;
+  GgmlType output() const;
+  /// Type of blk.<layer>.<role>.weight for role attn_q, attn_k, attn_v, attn_output, ffn_gate,
+  /// ffn_up or ffn_down (the mix decides when set, weight_type otherwise).
+  GgmlType layer_type(const std::string& role, int64_t layer) const;
 };
 
 /// One tensor of a TestModel, already in its stored form (quantized bytes).
@@ -85,7 +94,7 @@ struct TestModel {
 /// Ok, or an error naming the first violated rule (vocabulary too small, n_head_kv does not
 /// divide n_head, odd head_dim, a row length that is not a multiple of its type's block size
 /// ("blk.N.ffn_down.weight: row length 96 is not a multiple of the Q4_K block size 256"),
-/// an unsupported type, version not 2/3, alignment not a power of two).
+/// an unsupported type, an unknown mix, version not 2/3, alignment not a power of two).
 Status check_test_model_spec(const TestModelSpec& spec);
 
 /// The model as an editable TestModel; fails as check_test_model_spec does.

@@ -1,5 +1,6 @@
 // spillway-testmodel: writes a random, reproducible Llama-family GGUF model for tests.
 //   spillway-testmodel -o tiny.gguf --arch qwen3 --type Q4_K --n-embd 256 --n-ff 512 --head-dim 64
+//   spillway-testmodel -o mixed.gguf --mix q4_k_m --n-embd 256 --n-ff 512
 // Errors go to stderr with exit status 1.
 #include <cstdio>
 #include <string>
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
   app.add_option("--type", type, "Type of the weight matrices")
       ->check(CLI::IsMember(
           {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}));
+  app.add_option("--mix", spec.mix,
+                 "Quantization mix overriding --type: q4_k_m (Q4_K, with Q6_K for output.weight, "
+                 "attn_v and half of ffn_down, as llama.cpp's Q4_K_M)")
+      ->check(CLI::IsMember({"q4_k_m"}));
   app.add_option("--n-vocab", n_vocab, "Vocabulary size (at least 260)");
   app.add_option("--n-embd", n_embd, "Embedding length");
   app.add_option("--n-layer", n_layer, "Number of blocks");
@@ -68,7 +73,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "spillway-testmodel: %s\n", st.error().message.c_str());
     return 1;
   }
-  fmt::print("wrote {} ({} {}, {} layers, n_embd {}, n_vocab {})\n", out, spec.arch, type,
-             spec.n_layer, spec.n_embd, spec.n_vocab);
+  fmt::print("wrote {} ({} {}, {} layers, n_embd {}, n_vocab {})\n", out, spec.arch,
+             spec.mix.empty() ? type : spec.mix, spec.n_layer, spec.n_embd, spec.n_vocab);
   return 0;
 }

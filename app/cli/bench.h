@@ -1,0 +1,34 @@
+// spillway-cli bench: prompt-processing and token-generation throughput of one model, measured
+// as llama-bench measures them, with the effective memory bandwidth of decoding, the machine's
+// read bandwidth from a short probe, and the process's peak resident set size.
+//
+//   pp: one eval of n_prompt seeded random token ids (logits for the last) into a fresh session.
+//   tg: n_gen single-token evals one after another into a fresh session, each with logits.
+// Each of the `reps` repeats starts from an empty cache; the median, min and max tokens/s are
+// reported. Effective tg bandwidth = bytes read per generated token x tg tokens/s, where the
+// bytes are every 2-D weight the forward pass reads (all layer matrices and output.weight,
+// which is token_embd.weight when the embeddings are tied; token_embd's one looked-up row is
+// left out) plus the KV cache read, averaged over the n_gen steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace spw::cli {
+
+struct BenchArgs {
+  std::string model;
+  int n_prompt = 512;      // -p: tokens of the pp test
+  int n_gen = 128;         // -n: tokens of the tg test
+  int n_threads = 0;       // -t; 0: all cores (the probe uses as many)
+  int reps = 3;            // -r: repeats of each test
+  bool reference = false;  // --reference: time the float64 ReferenceSession instead
+  bool json = false;       // --json: stdout is exactly one JSON object
+};
+
+/// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, n_threads negative,
+/// n_prompt + n_gen longer than the model's context, a model that does not load, an eval error.
+/// Progress lines go to stderr; stdout has only the table (or the JSON object).
+int run_bench(const BenchArgs& a);
+
+}  // namespace spw::cli
