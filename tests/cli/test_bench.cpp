@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/cli_runner.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -21,56 +22,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
+using Result = CliResult;
 
-// Helpers as in test_cli.cpp (copied: each test file stands alone).
-fs::path tmp_dir() {
-  // Per process: ctest -j runs tests as parallel processes.
-  const fs::path d =
-      fs::temp_directory_path() / ("spillway-bench-test-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  // Removed with everything in it when the test process exits.
-  static const struct RemoveAtExit {
-    fs::path dir;
-    ~RemoveAtExit() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{d};
-  return d;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+fs::path tmp_dir() { return cli_test_dir("spillway-bench-test"); }
 
 Result run(const std::vector<std::string>& args) {
-  std::string cmd = quote(SPILLWAY_CLI_PATH);
-  for (const auto& a : args) cmd += " " + quote(a);
-  static int calls = 0;
-  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(++calls);
-  const fs::path out = tmp_dir() / ("stdout-" + tag), err = tmp_dir() / ("stderr-" + tag);
-  cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
+  return run_cli(SPILLWAY_CLI_PATH, args, tmp_dir());
 }
 
 // The default test model (~0.4 MB, context 256), written once per process.

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/cli_runner.h"
 #include "tests/support/hostile_gguf.h"
 #include "tests/support/test_model.h"
 #include "tests/support/vocab_cases.h"
@@ -21,48 +22,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
+using Result = CliResult;
 
-fs::path tmp_dir() {
-  // Per process: ctest -j runs tests as parallel processes.
-  const fs::path d =
-      fs::temp_directory_path() / ("spillway-cli-test-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmp_dir() { return cli_test_dir("spillway-cli-test"); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const fs::path& p) { return read_file_bytes(p.string()); }
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+std::string quote(const std::string& s) { return shell_quote(s); }
 
 Result run(const std::vector<std::string>& args) {
-  std::string cmd = quote(SPILLWAY_CLI_PATH);
-  for (const auto& a : args) cmd += " " + quote(a);
-  // Unique names per process and call: ctest -j runs these tests in parallel processes.
-  static int calls = 0;
-  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(++calls);
-  const fs::path out = tmp_dir() / ("stdout-" + tag), err = tmp_dir() / ("stderr-" + tag);
-  cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
+  return run_cli(SPILLWAY_CLI_PATH, args, tmp_dir());
 }
 
 fs::path shared_models() { return fs::path(SPILLWAY_SHARED_DIR) / "models"; }
