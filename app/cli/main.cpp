@@ -81,9 +81,9 @@ int main(int argc, char** argv) {
                    "Tokens the penalty looks back over")
       ->capture_default_str();
   c_gen->add_option("-s,--seed", gen.sampling.seed, "Random seed (default: random)");
-  c_gen->add_option("--cache-type-k", gen.cache_type_k, "KV cache type for K: f32 | f16")
+  c_gen->add_option("--cache-type-k", gen.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
-  c_gen->add_option("--cache-type-v", gen.cache_type_v, "KV cache type for V: f32 | f16")
+  c_gen->add_option("--cache-type-v", gen.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
       ->capture_default_str();
   c_gen->add_flag("--json", gen.json, "Stream text to stderr; print one JSON object on stdout");
   c_gen->add_flag("--dump-logits", gen.dump_logits,

@@ -30,6 +30,8 @@ void rms_norm(const double* x, const std::vector<double>& w, double eps, int64_t
 Expected<std::unique_ptr<ReferenceSession>> ReferenceSession::create(const Model& model,
                                                                      const SessionParams& params) {
   if (params.n_ctx < 0) return make_error("context length {} must not be negative", params.n_ctx);
+  const ModelConfig& c = model.config();
+  if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
   return std::unique_ptr<ReferenceSession>(new ReferenceSession(model, params));
 }
 
@@ -90,40 +92,42 @@ void ReferenceSession::rope(double* v, int64_t n_heads, int64_t pos) const {
   }
 }
 
+// One position's K or V row as the cache keeps it: f32 and q8_0 rows are held as floats (a
+// q8_0 row is quantized with quantize_row and kept dequantized: the values the fast path
+// reads, without a second decoder here), f16 rows as f16 bits.
 void ReferenceSession::store_kv(int64_t il, int64_t pos, const double* k, const double* v) {
   const auto l = static_cast<size_t>(il);
-  const int64_t kd = c_.n_head_kv * c_.head_dim, vd = c_.n_head_kv * c_.head_dim_v;
-  const auto k0 = static_cast<size_t>(pos * kd), v0 = static_cast<size_t>(pos * vd);
-  if (p_.kv_type_k == KvType::F32) {
-    k_f32_[l].resize(k0 + static_cast<size_t>(kd));
-    for (int64_t i = 0; i < kd; ++i)
-      k_f32_[l][k0 + static_cast<size_t>(i)] = static_cast<float>(k[i]);
-  } else {
-    k_f16_[l].resize(k0 + static_cast<size_t>(kd));
-    for (int64_t i = 0; i < kd; ++i)
-      k_f16_[l][k0 + static_cast<size_t>(i)] = fp32_to_fp16(static_cast<float>(k[i]));
-  }
-  if (p_.kv_type_v == KvType::F32) {
-    v_f32_[l].resize(v0 + static_cast<size_t>(vd));
-    for (int64_t i = 0; i < vd; ++i)
-      v_f32_[l][v0 + static_cast<size_t>(i)] = static_cast<float>(v[i]);
-  } else {
-    v_f16_[l].resize(v0 + static_cast<size_t>(vd));
-    for (int64_t i = 0; i < vd; ++i)
-      v_f16_[l][v0 + static_cast<size_t>(i)] = fp32_to_fp16(static_cast<float>(v[i]));
-  }
+  const auto store = [pos](KvType type, const double* x, int64_t n, std::vector<float>& f32,
+                           std::vector<uint16_t>& f16) {
+    const auto n0 = static_cast<size_t>(pos * n), nn = static_cast<size_t>(n);
+    std::vector<float> row(x, x + n);
+    if (type == KvType::F16) {
+      f16.resize(n0 + nn);
+      for (size_t i = 0; i < nn; ++i) f16[n0 + i] = fp32_to_fp16(row[i]);
+      return;
+    }
+    if (type == KvType::Q8_0) {  // n % 32 == 0: checked at create()
+      std::vector<uint8_t> q(row_size(GgmlType::Q8_0, n));
+      quantize_row(GgmlType::Q8_0, row.data(), q.data(), n);
+      dequantize_row(GgmlType::Q8_0, q.data(), row.data(), n);
+    }
+    f32.resize(n0 + nn);
+    std::copy(row.begin(), row.end(), f32.begin() + static_cast<std::ptrdiff_t>(n0));
+  };
+  store(p_.kv_type_k, k, c_.n_head_kv * c_.head_dim, k_f32_[l], k_f16_[l]);
+  store(p_.kv_type_v, v, c_.n_head_kv * c_.head_dim_v, v_f32_[l], v_f16_[l]);
 }
 
 double ReferenceSession::k_at(int64_t il, int64_t pos, int64_t i) const {
   const auto idx = static_cast<size_t>(pos * c_.n_head_kv * c_.head_dim + i);
   const auto l = static_cast<size_t>(il);
-  return p_.kv_type_k == KvType::F32 ? k_f32_[l][idx] : fp16_to_fp32(k_f16_[l][idx]);
+  return p_.kv_type_k == KvType::F16 ? fp16_to_fp32(k_f16_[l][idx]) : k_f32_[l][idx];
 }
 
 double ReferenceSession::v_at(int64_t il, int64_t pos, int64_t i) const {
   const auto idx = static_cast<size_t>(pos * c_.n_head_kv * c_.head_dim_v + i);
   const auto l = static_cast<size_t>(il);
-  return p_.kv_type_v == KvType::F32 ? v_f32_[l][idx] : fp16_to_fp32(v_f16_[l][idx]);
+  return p_.kv_type_v == KvType::F16 ? fp16_to_fp32(v_f16_[l][idx]) : v_f32_[l][idx];
 }
 
 void ReferenceSession::layer(int64_t il, std::vector<double>& x, int64_t n_tokens) {

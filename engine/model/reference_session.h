@@ -24,7 +24,8 @@ namespace spw {
 
 class ReferenceSession final : public Session {
  public:
-  /// Errors: n_ctx < 0. n_ctx 0 means the model's trained context. KV memory grows with use.
+  /// Errors: n_ctx < 0; a q8_0 KV type on a model whose head_dim (head_dim_v for V) is not a
+  /// multiple of 32. n_ctx 0 means the model's trained context. KV memory grows with use.
   static Expected<std::unique_ptr<ReferenceSession>> create(const Model& model,
                                                             const SessionParams& params);
 
@@ -54,7 +55,8 @@ class ReferenceSession final : public Session {
   int64_t n_past_ = 0;
   std::vector<double> inv_freq_;  // [n_rot / 2]: freq_scale * base^(-2i/n_rot) / rope_freqs[i]
   // KV cache per layer, contiguous over positions: [n_past][n_head_kv * head_dim] (V: head_dim_v).
-  // Stored as f32 or as f16 bits, per kv_type_k / kv_type_v.
+  // Stored as f32 or as f16 bits, per kv_type_k / kv_type_v; q8_0 rows as their dequantized
+  // f32 values.
   std::vector<std::vector<float>> k_f32_, v_f32_;
   std::vector<std::vector<uint16_t>> k_f16_, v_f16_;
   std::vector<float> logits_;  // [n_vocab]

@@ -5,12 +5,8 @@ namespace spw {
 Expected<KvType> parse_kv_type(std::string_view s) {
   if (s == "f32") return KvType::F32;
   if (s == "f16") return KvType::F16;
-  if (s == "q8_0") {
-    return make_error(
-        "KV cache type 'q8_0' is not available yet (it arrives with the tiered KV cache); use f16 "
-        "or f32");
-  }
-  return make_error("unknown KV cache type '{}' (accepted: f32, f16)", s);
+  if (s == "q8_0") return KvType::Q8_0;
+  return make_error("unknown KV cache type '{}' (accepted: f32, f16, q8_0)", s);
 }
 
 Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_past,
@@ -28,6 +24,27 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
   return Status::Ok();
 }
 
-std::string_view kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f16"; }
+std::string_view kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::F32:
+      return "f32";
+    case KvType::F16:
+      return "f16";
+    case KvType::Q8_0:
+      return "q8_0";
+  }
+  return "unknown";
+}
+
+Status check_kv_types(const SessionParams& params, int64_t head_dim, int64_t head_dim_v) {
+  const auto check = [](KvType t, std::string_view what, int64_t hd) -> Status {
+    if (t == KvType::Q8_0 && hd % 32 != 0) {
+      return make_error("q8_0 KV cache needs {} % 32 == 0 (this model has {} {})", what, what, hd);
+    }
+    return Status::Ok();
+  };
+  if (auto st = check(params.kv_type_k, "head_dim", head_dim); !st) return st;
+  return check(params.kv_type_v, "head_dim_v", head_dim_v);
+}
 
 }  // namespace spw

@@ -12,10 +12,12 @@
 namespace spw {
 
 /// Element type of the KV cache. f32 is exact (for comparisons), f16 is the default
-/// (as llama.cpp), values are rounded to f16 when written.
-enum class KvType { F32, F16 };
+/// (as llama.cpp), values are rounded to f16 when written. q8_0 stores each head's row as
+/// ggml Q8_0 blocks (32 int8 and one f16 scale: 8.5 bits per value), so it needs head_dim
+/// (and head_dim_v) to be a multiple of 32; sessions refuse other models at create().
+enum class KvType { F32, F16, Q8_0 };
 
-/// "f32" | "f16" -> KvType; error text lists the accepted values.
+/// "f32" | "f16" | "q8_0" -> KvType; error text lists the accepted values.
 Expected<KvType> parse_kv_type(std::string_view s);
 std::string_view kv_type_name(KvType t);
 
@@ -25,6 +27,11 @@ struct SessionParams {
   KvType kv_type_k = KvType::F16;
   KvType kv_type_v = KvType::F16;
 };
+
+/// The KV types' demands on a model's shape, checked by every Session's create(): q8_0 K needs
+/// head_dim % 32 == 0, q8_0 V head_dim_v % 32 == 0. Error: "q8_0 KV cache needs head_dim % 32
+/// == 0 (this model has head_dim 8)".
+Status check_kv_types(const SessionParams& params, int64_t head_dim, int64_t head_dim_v);
 
 /// The checks every Session::eval makes before touching its state: a non-empty batch, ids in
 /// [0, n_vocab), and room for the batch: "context full: N tokens fit ..." otherwise.

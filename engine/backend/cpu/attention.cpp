@@ -12,17 +12,42 @@ namespace {
 // f16: 16 KB each) stay in L1 between the score pass and the accumulation pass.
 constexpr int64_t kChunk = 64;
 
+KvFormat format_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F16:
+      return KvFormat::F16;
+    case GgmlType::Q8_0:
+      return KvFormat::Q8_0;
+    default:
+      return KvFormat::F32;
+  }
+}
+
 const void* row_ptr(const KvSpan& s, int64_t j) {
-  const size_t elem = s.type == GgmlType::F16 ? 2 : 4;
-  return static_cast<const uint8_t*>(s.data) + static_cast<size_t>(j * s.stride) * elem;
+  const auto* base = static_cast<const uint8_t*>(s.data);
+  const auto e = static_cast<size_t>(j * s.stride);
+  switch (s.type) {
+    case GgmlType::F16:
+      return base + e * 2;
+    case GgmlType::Q8_0:
+      return base + e / 32 * sizeof(BlockQ8_0);
+    default:
+      return base + e * 4;
+  }
+}
+
+[[maybe_unused]] bool valid_span(const KvSpan& s, int64_t row_len) {
+  if (s.type == GgmlType::Q8_0) return s.stride % 32 == 0 && row_len % 32 == 0;
+  return s.type == GgmlType::F32 || s.type == GgmlType::F16;
 }
 
 }  // namespace
 
 void attn_partial(const AttnShape& shape, const float* q, KvSpan k, KvSpan v, int64_t n_kv,
                   AttnPartial* out) {
-  assert(k.type == GgmlType::F32 || k.type == GgmlType::F16);
-  assert(v.type == GgmlType::F32 || v.type == GgmlType::F16);
+  assert(valid_span(k, shape.head_dim));
+  assert(valid_span(v, shape.head_dim_v));
+  const KvFormat kf = format_of(k.type), vf = format_of(v.type);
   const OpKernels& K = active_op_kernels();
   const int64_t n_q = shape.n_q, hdv = shape.head_dim_v;
   thread_local std::vector<float> scores, o;  // [n_q][kChunk], [n_q][hdv]
@@ -34,8 +59,8 @@ void attn_partial(const AttnShape& shape, const float* q, KvSpan k, KvSpan v, in
   }
   for (int64_t j0 = 0; j0 < n_kv; j0 += kChunk) {
     const int64_t nc = std::min(kChunk, n_kv - j0);
-    K.attn_scores(q, n_q, shape.head_dim, row_ptr(k, j0), k.type == GgmlType::F16, k.stride, nc,
-                  shape.scale, scores.data(), kChunk);
+    K.attn_scores(q, n_q, shape.head_dim, row_ptr(k, j0), kf, k.stride, nc, shape.scale,
+                  scores.data(), kChunk);
     for (int64_t h = 0; h < n_q; ++h) {
       float* sc = scores.data() + h * kChunk;
       const float m_new = std::max(out[h].m, *std::max_element(sc, sc + nc));
@@ -47,8 +72,7 @@ void attn_partial(const AttnShape& shape, const float* q, KvSpan k, KvSpan v, in
       out[h].s += K.exp_sum(sc, nc, m_new);
       out[h].m = m_new;
     }
-    K.attn_accum(scores.data(), kChunk, n_q, row_ptr(v, j0), v.type == GgmlType::F16, v.stride, nc,
-                 hdv, o.data());
+    K.attn_accum(scores.data(), kChunk, n_q, row_ptr(v, j0), vf, v.stride, nc, hdv, o.data());
   }
   for (int64_t h = 0; h < n_q; ++h) {
     out[h].o.assign(o.begin() + h * hdv, o.begin() + (h + 1) * hdv);

@@ -25,8 +25,11 @@ struct AttnPartial {
 };
 
 /// A range of one KV head's rows: row j (0 <= j < n) starts at element j * stride of data.
-/// type: F32 or F16. In the block layout [n_kv_heads, block_size, head_dim] stride is head_dim;
-/// in a [pos][n_kv_heads * head_dim] layout it is n_kv_heads * head_dim.
+/// type: F32, F16 or Q8_0. In the block layout [n_kv_heads, block_size, head_dim] stride is
+/// head_dim; in a [pos][n_kv_heads * head_dim] layout it is n_kv_heads * head_dim.
+/// Q8_0 rows are BlockQ8_0 blocks (34 B per 32 elements); stride still counts elements, and
+/// it and the row length (head_dim, head_dim_v) must be multiples of 32, so element e of a
+/// row lies at byte (e / 32) * 34 (+ 2 + e % 32 for its quant) from the row start.
 struct KvSpan {
   const void* data = nullptr;
   GgmlType type = GgmlType::F16;

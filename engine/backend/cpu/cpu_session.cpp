@@ -20,6 +20,35 @@ std::vector<float> load_vector(const GgufTensorInfo* t) {
   return v;
 }
 
+GgmlType kv_ggml_type(KvType t) {
+  switch (t) {
+    case KvType::F32:
+      return GgmlType::F32;
+    case KvType::Q8_0:
+      return GgmlType::Q8_0;
+    case KvType::F16:
+      break;
+  }
+  return GgmlType::F16;
+}
+
+// One position's K or V row, [n_head_kv * head_dim] floats, into the cache's type. Q8_0 blocks
+// never straddle heads: head_dim % 32 == 0 (checked at create()).
+void store_kv_row(GgmlType t, const float* x, uint8_t* dst, int64_t n) {
+  switch (t) {
+    case GgmlType::F16:
+      return f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n);
+    case GgmlType::Q8_0:
+      return f32_to_q8_0_row(x, dst, n);
+    default:
+      std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+  }
+}
+
+// Byte offset of element e of a KV row in type t (e % 32 == 0 for Q8_0).
+size_t kv_offset(GgmlType t, int64_t e) { return row_size(t, e); }
+
 int resolve_threads(int n) {
   if (n > 0) return n;
   const unsigned hw = std::thread::hardware_concurrency();
@@ -35,6 +64,8 @@ Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
   if (params.n_threads < 0)
     return make_error("thread count {} must not be negative", params.n_threads);
   if (cpu.n_ubatch < 1) return make_error("ubatch size {} must be at least 1", cpu.n_ubatch);
+  const ModelConfig& c = model.config();
+  if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
   return std::unique_ptr<CpuSession>(new CpuSession(model, params, cpu));
 }
 
@@ -45,8 +76,8 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
       cp_(cpu),
       pool_(resolve_threads(params.n_threads)) {
   n_ctx_ = p_.n_ctx > 0 ? p_.n_ctx : c_.n_ctx_train;
-  kv_elem_k_ = p_.kv_type_k == KvType::F32 ? 4 : 2;
-  kv_elem_v_ = p_.kv_type_v == KvType::F32 ? 4 : 2;
+  kv_k_ = kv_ggml_type(p_.kv_type_k);
+  kv_v_ = kv_ggml_type(p_.kv_type_v);
   k_.resize(static_cast<size_t>(c_.n_layer));
   v_.resize(static_cast<size_t>(c_.n_layer));
   lv_.resize(static_cast<size_t>(c_.n_layer));
@@ -80,8 +111,8 @@ void CpuSession::ensure_kv_capacity(int64_t n_tokens) {
   const int64_t cap = std::min(n_ctx_, std::max({n_tokens, kv_capacity_ * 2, int64_t{256}}));
   const int64_t kd = c_.n_head_kv * c_.head_dim, vd = c_.n_head_kv * c_.head_dim_v;
   for (size_t il = 0; il < k_.size(); ++il) {
-    k_[il].resize(static_cast<size_t>(cap * kd) * kv_elem_k_);
-    v_[il].resize(static_cast<size_t>(cap * vd) * kv_elem_v_);
+    k_[il].resize(kv_offset(kv_k_, cap * kd));
+    v_[il].resize(kv_offset(kv_v_, cap * vd));
   }
   kv_capacity_ = cap;
 }
@@ -171,18 +202,8 @@ void CpuSession::layer(int64_t il, int64_t n) {
     rope(k, c_.n_head_kv, hd, c_.n_rot, cs, c_.rope_type);
     // Append K and V at position n_past + t.
     const int64_t pos = n_past_ + t;
-    uint8_t* kdst = k_[sz(il)].data() + sz(pos * k_dim) * kv_elem_k_;
-    uint8_t* vdst = v_[sz(il)].data() + sz(pos * v_dim) * kv_elem_v_;
-    if (kv_elem_k_ == 2) {
-      f32_to_f16_row(k, reinterpret_cast<uint16_t*>(kdst), k_dim);
-    } else {
-      std::memcpy(kdst, k, sz(k_dim) * sizeof(float));
-    }
-    if (kv_elem_v_ == 2) {
-      f32_to_f16_row(v, reinterpret_cast<uint16_t*>(vdst), v_dim);
-    } else {
-      std::memcpy(vdst, v, sz(v_dim) * sizeof(float));
-    }
+    store_kv_row(kv_k_, k, k_[sz(il)].data() + kv_offset(kv_k_, pos * k_dim), k_dim);
+    store_kv_row(kv_v_, v, v_[sz(il)].data() + kv_offset(kv_v_, pos * v_dim), v_dim);
   }
 
   // Causal attention: each (token, KV head) pair attends positions [0, n_past + t] for its GQA
@@ -190,14 +211,12 @@ void CpuSession::layer(int64_t il, int64_t n) {
   attn_.resize(sz(n * c_.n_head * hdv));
   const AttnShape shape{n_rep, hd, hdv,
                         static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
-  const GgmlType kt = kv_elem_k_ == 2 ? GgmlType::F16 : GgmlType::F32;
-  const GgmlType vt = kv_elem_v_ == 2 ? GgmlType::F16 : GgmlType::F32;
   pool_.parallel_for(n * c_.n_head_kv, [&](int64_t b, int64_t e) {
     std::vector<AttnPartial> partials(sz(n_rep));
     for (int64_t job = b; job < e; ++job) {
       const int64_t t = job / c_.n_head_kv, g = job % c_.n_head_kv;
-      const KvSpan k{k_[sz(il)].data() + sz(g * hd) * kv_elem_k_, kt, k_dim};
-      const KvSpan v{v_[sz(il)].data() + sz(g * hdv) * kv_elem_v_, vt, v_dim};
+      const KvSpan k{k_[sz(il)].data() + kv_offset(kv_k_, g * hd), kv_k_, k_dim};
+      const KvSpan v{v_[sz(il)].data() + kv_offset(kv_v_, g * hdv), kv_v_, v_dim};
       attn_partial(shape, &q_[sz(t * q_dim + g * n_rep * hd)], k, v, n_past_ + t + 1,
                    partials.data());
       for (int64_t r = 0; r < n_rep; ++r) {

@@ -4,9 +4,10 @@
 // activations quantized per block (Q8_0 / Q8_K) for the integer dot products, a persistent
 // thread pool, and prefill in ubatches.
 //
-// The KV cache is contiguous per layer, [pos][n_head_kv * head_dim] in f16 (default) or f32,
-// grown in steps as tokens arrive (the tiered, paged cache replaces it in a later change).
-// ReferenceSession is its oracle: greedy tokens equal, logits within a per-type tolerance.
+// The KV cache is contiguous per layer, [pos][n_head_kv * head_dim] in f16 (default), f32 or
+// q8_0 (each head's row as head_dim / 32 BlockQ8_0 blocks), grown in steps as tokens arrive (the
+// tiered, paged cache replaces it in a later change). ReferenceSession is its oracle: greedy tokens
+// equal, logits within a per-type tolerance.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,8 @@ struct CpuSessionParams {
 
 class CpuSession final : public Session {
  public:
-  /// Errors: n_ctx < 0, n_threads < 0, n_ubatch < 1.
+  /// Errors: n_ctx < 0, n_threads < 0, n_ubatch < 1, a q8_0 KV type on a model whose
+  /// head_dim (head_dim_v for V) is not a multiple of 32.
   static Expected<std::unique_ptr<CpuSession>> create(const Model& model,
                                                       const SessionParams& params,
                                                       const CpuSessionParams& cpu = {});
@@ -54,9 +56,10 @@ class CpuSession final : public Session {
   ThreadPool pool_;
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
-  size_t kv_elem_k_ = 2, kv_elem_v_ = 2;  // bytes per element (2: f16, 4: f32)
-  int64_t kv_capacity_ = 0;               // positions allocated per layer
-  // Per layer: K [kv_capacity][n_head_kv * head_dim], V [kv_capacity][n_head_kv * head_dim_v].
+  GgmlType kv_k_ = GgmlType::F16, kv_v_ = GgmlType::F16;  // F32, F16 or Q8_0
+  int64_t kv_capacity_ = 0;                               // positions allocated per layer
+  // Per layer: K [kv_capacity][n_head_kv * head_dim], V [kv_capacity][n_head_kv * head_dim_v],
+  // in row_size(type, ...) bytes per position.
   std::vector<std::vector<uint8_t>> k_, v_;
   // Small per-layer vectors dequantized once (norm weights, biases): [n_layer][...].
   struct LayerVectors {

@@ -33,6 +33,13 @@ struct BlockQ8K {
 
 static_assert(sizeof(BlockQ8A) == 40 && sizeof(BlockQ8K) == 292);
 
+/// Element format of KV rows seen by the attention kernels. Q8_0 rows are ggml BlockQ8_0
+/// blocks (binary16 d, then 32 int8 qs: 34 B, x = d * qs); an element index idx of such a row
+/// lies in block idx / 32, so rows and strides must be multiples of 32 elements.
+enum class KvFormat : int { F32 = 0, F16 = 1, Q8_0 = 2 };
+
+inline constexpr int kQ8_0BlockBytes = 34;
+
 inline constexpr int kMaxTileRows = 4;
 inline constexpr int kMaxTileTokens = 4;
 inline constexpr int kNumTypeSlots = 31;  // GgmlType numbers 0 (F32) .. 30 (BF16)
@@ -69,15 +76,17 @@ struct OpKernels {
   void (*softmax)(float* x, int64_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // n % 32 == 0; y: n / 32 BlockQ8_0. Bit-identical to quantize_row(GgmlType::Q8_0, ...).
+  void (*f32_to_q8_0)(const float* x, void* y, int64_t n);
   // x[i] = exp(x[i] - m); returns the sum of the new x (float accumulation).
   float (*exp_sum)(float* x, int64_t n, float m);
   void (*scale)(float* x, float a, int64_t n);  // x *= a
   // s[q * s_stride + j] = scale * dot(q_vec[q], k row j) for q < n_q, j < n_kv; k rows are
-  // f32 or f16 (k_f16), k_stride elements apart; q: [n_q][hd].
-  void (*attn_scores)(const float* q, int64_t n_q, int64_t hd, const void* k, bool k_f16,
+  // in format k_fmt, k_stride elements apart; q: [n_q][hd] in f32.
+  void (*attn_scores)(const float* q, int64_t n_q, int64_t hd, const void* k, KvFormat k_fmt,
                       int64_t k_stride, int64_t n_kv, float scale, float* s, int64_t s_stride);
   // o[q][:] += sum_j p[q * p_stride + j] * v row j, for q < n_q; o: [n_q][hd_v].
-  void (*attn_accum)(const float* p, int64_t p_stride, int64_t n_q, const void* v, bool v_f16,
+  void (*attn_accum)(const float* p, int64_t p_stride, int64_t n_q, const void* v, KvFormat v_fmt,
                      int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o);
 };
 

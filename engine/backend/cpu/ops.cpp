@@ -56,4 +56,9 @@ void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) {
   active_op_kernels().f16_to_f32(x, y, n);
 }
 
+void f32_to_q8_0_row(const float* x, void* y, int64_t n) {
+  assert(n % 32 == 0);
+  active_op_kernels().f32_to_q8_0(x, y, n);
+}
+
 }  // namespace spw::cpu

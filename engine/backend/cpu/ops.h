@@ -1,7 +1,7 @@
 // Vectorised element-wise kernels of the CPU forward pass: RMSNorm, RoPE, SwiGLU, softmax and
-// f32 <-> f16 row conversion. Each runs at the active SIMD level (simd.h); the scalar level is
-// the portable fallback. Preconditions are asserted in debug builds only (kernels trust
-// their inputs; shapes are checked once, at model load).
+// the KV row conversions (f32 <-> f16, f32 -> q8_0). Each runs at the active SIMD level (simd.h);
+// the scalar level is the portable fallback. Preconditions are asserted in debug builds only
+// (kernels trust their inputs; shapes are checked once, at model load).
 #pragma once
 
 #include <cstdint>
@@ -42,5 +42,10 @@ void softmax(float* x, int64_t n);
 /// engine/common/fp16.h for every non-NaN value).
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
+
+/// f32 -> Q8_0 blocks (n % 32 == 0; y receives n / 32 BlockQ8_0, 34 B each): the KV cache's
+/// q8_0 rows. Bit-identical to quantize_row(GgmlType::Q8_0, ...) (ggml's
+/// quantize_row_q8_0_ref: d = max|x| / 127, q = round half away from zero of x / d).
+void f32_to_q8_0_row(const float* x, void* y, int64_t n);
 
 }  // namespace spw::cpu

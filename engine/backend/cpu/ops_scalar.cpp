@@ -54,6 +54,21 @@ void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
 }
 
+// quantize_row_q8_0_ref: d = amax / 127, q = round(x / d) (half away from zero).
+void f32_to_q8_0(const float* x, void* y, int64_t n) {
+  auto* out = static_cast<uint8_t*>(y);
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += kQ8_0BlockBytes) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = fp32_to_fp16(d);
+    std::memcpy(out, &dh, 2);
+    for (int j = 0; j < 32; ++j)
+      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[j] * id)));
+  }
+}
+
 float exp_sum(float* x, int64_t n, float m) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
@@ -67,28 +82,39 @@ void scale(float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= a;
 }
 
-float kv_at(const void* base, bool f16, int64_t idx) {
-  if (f16) return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
+float kv_at(const void* base, KvFormat fmt, int64_t idx) {
+  switch (fmt) {
+    case KvFormat::F16:
+      return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
+    case KvFormat::Q8_0: {
+      const uint8_t* blk = static_cast<const uint8_t*>(base) + (idx / 32) * kQ8_0BlockBytes;
+      uint16_t dh;
+      std::memcpy(&dh, blk, 2);
+      return static_cast<float>(static_cast<int8_t>(blk[2 + idx % 32])) * fp16_to_fp32(dh);
+    }
+    case KvFormat::F32:
+      break;
+  }
   return static_cast<const float*>(base)[idx];
 }
 
-void attn_scores(const float* q, int64_t n_q, int64_t hd, const void* k, bool k_f16,
+void attn_scores(const float* q, int64_t n_q, int64_t hd, const void* k, KvFormat k_fmt,
                  int64_t k_stride, int64_t n_kv, float sc, float* s, int64_t s_stride) {
   for (int64_t j = 0; j < n_kv; ++j) {
     for (int64_t h = 0; h < n_q; ++h) {
       float acc = 0.0f;
-      for (int64_t d = 0; d < hd; ++d) acc += q[h * hd + d] * kv_at(k, k_f16, j * k_stride + d);
+      for (int64_t d = 0; d < hd; ++d) acc += q[h * hd + d] * kv_at(k, k_fmt, j * k_stride + d);
       s[h * s_stride + j] = acc * sc;
     }
   }
 }
 
-void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, bool v_f16,
+void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, KvFormat v_fmt,
                 int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o) {
   for (int64_t j = 0; j < n_kv; ++j) {
     for (int64_t h = 0; h < n_q; ++h) {
       const float pj = p[h * p_stride + j];
-      for (int64_t d = 0; d < hd_v; ++d) o[h * hd_v + d] += pj * kv_at(v, v_f16, j * v_stride + d);
+      for (int64_t d = 0; d < hd_v; ++d) o[h * hd_v + d] += pj * kv_at(v, v_fmt, j * v_stride + d);
     }
   }
 }
@@ -96,8 +122,8 @@ void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, bo
 }  // namespace
 
 const OpKernels* op_kernels_scalar() {
-  static const OpKernels table = {rms_norm,   rope,    swiglu, softmax,     f32_to_f16,
-                                  f16_to_f32, exp_sum, scale,  attn_scores, attn_accum};
+  static const OpKernels table = {rms_norm,    rope,    swiglu, softmax,     f32_to_f16, f16_to_f32,
+                                  f32_to_q8_0, exp_sum, scale,  attn_scores, attn_accum};
   return &table;
 }
 

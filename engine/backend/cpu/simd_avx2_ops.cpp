@@ -181,71 +181,206 @@ void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
 }
 
-inline __m256 load8(const void* base, bool f16, int64_t idx) {
-  if (f16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(
-        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + idx)));
+// quantize_row_q8_0_ref, bit for bit: amax and d = amax / 127 as there, q = x * (1 / d)
+// rounded half away from zero (std::round): truncate, then step away from zero where the
+// exact remainder v - trunc(v) reaches 0.5 (-ffp-contract=off keeps x * id rounded first).
+void f32_to_q8_0(const float* x, void* y, int64_t n) {
+  auto* out = static_cast<uint8_t*>(y);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += kQ8_0BlockBytes) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+    __m256 amax8 = _mm256_andnot_ps(sign, v[0]);
+    for (int i = 1; i < 4; ++i) amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign, v[i]));
+    const float amax = hmax(amax8);
+    const float d = amax / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const auto dh = static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    out[0] = static_cast<uint8_t>(dh & 0xFF);
+    out[1] = static_cast<uint8_t>(dh >> 8);
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 s = _mm256_mul_ps(v[i], idv);
+      const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(s, t));  // exact
+      const __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ),
+                                      _mm256_or_ps(one, _mm256_and_ps(sign, s)));  // +-1
+      q[i] = _mm256_cvtps_epi32(_mm256_add_ps(t, up));
+    }
+    // packs interleave the 128-bit lanes; the permute restores element order.
+    const __m256i p =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered =
+        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2), ordered);
   }
-  return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
 }
 
-inline float load1(const void* base, bool f16, int64_t idx) {
-  return f16 ? _cvtsh_ss(static_cast<const uint16_t*>(base)[idx])
-             : static_cast<const float*>(base)[idx];
+// Row elements of an f32 or f16 KV row (Q8_0 rows have their own loops below).
+template <KvFormat F>
+inline __m256 load8(const void* base, int64_t idx) {
+  if constexpr (F == KvFormat::F16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + idx)));
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
+  }
+}
+
+template <KvFormat F>
+inline float load1(const void* base, int64_t idx) {
+  if constexpr (F == KvFormat::F16) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(base)[idx]);
+  } else {
+    return static_cast<const float*>(base)[idx];
+  }
+}
+
+// Q8_0 rows (hd % 32 == 0, stride % 32 == 0): 8 int8 quants of a block as floats, and the
+// block's scale. The scale is applied once per block (scores) or folded into the softmax
+// weight (accumulation) instead of once per 8 values.
+inline __m256 q8_8(const uint8_t* blk, int c) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * c))));
+}
+
+inline float q8_d(const uint8_t* blk) {
+  return _cvtsh_ss(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
+}
+
+// s[g][j] = sc * sum over blocks b of d_b * (q[g] . qs_b).
+template <int G>
+void scores_group_q8(const float* q, int64_t hd, const uint8_t* k, int64_t k_stride, int64_t n_kv,
+                     float sc, float* s, int64_t s_stride) {
+  const int64_t row_bytes = k_stride / 32 * kQ8_0BlockBytes;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const uint8_t* row = k + j * row_bytes;
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      const uint8_t* blk = row + b * kQ8_0BlockBytes;
+      __m256 t[G];
+      for (int g = 0; g < G; ++g) t[g] = _mm256_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        const __m256 kv = q8_8(blk, c);
+        for (int g = 0; g < G; ++g)
+          t[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + 32 * b + 8 * c), kv, t[g]);
+      }
+      const __m256 d = _mm256_set1_ps(q8_d(blk));
+      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(t[g], d, acc[g]);
+    }
+    for (int g = 0; g < G; ++g) s[g * s_stride + j] = hsum(acc[g]) * sc;
+  }
+}
+
+// o[g][:] += sum_j (p[g][j] d_jb) qs_jb over blocks b, positions in steps of kQ8Rows: the
+// weights p * d of a step are formed once per block column and serve its four 8-wide parts.
+template <int G>
+void accum_group_q8(const float* p, int64_t p_stride, const uint8_t* v, int64_t v_stride,
+                    int64_t n_kv, int64_t hd_v, float* o) {
+  constexpr int64_t kQ8Rows = 64;
+  const int64_t row_bytes = v_stride / 32 * kQ8_0BlockBytes;
+  float pd[G][kQ8Rows];
+  for (int64_t j0 = 0; j0 < n_kv; j0 += kQ8Rows) {
+    const int64_t nj = n_kv - j0 < kQ8Rows ? n_kv - j0 : kQ8Rows;
+    const uint8_t* rows = v + j0 * row_bytes;
+    for (int64_t b = 0; b < hd_v / 32; ++b) {
+      const uint8_t* col = rows + b * kQ8_0BlockBytes;
+      for (int64_t j = 0; j < nj; ++j) {
+        const float d = q8_d(col + j * row_bytes);
+        for (int g = 0; g < G; ++g) pd[g][j] = p[g * p_stride + j0 + j] * d;
+      }
+      for (int c = 0; c < 4; ++c) {
+        float* oc = o + 32 * b + 8 * c;
+        __m256 acc[G];
+        for (int g = 0; g < G; ++g) acc[g] = _mm256_loadu_ps(oc + g * hd_v);
+        for (int64_t j = 0; j < nj; ++j) {
+          const __m256 vv = q8_8(col + j * row_bytes, c);
+          for (int g = 0; g < G; ++g)
+            acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(pd[g][j]), vv, acc[g]);
+        }
+        for (int g = 0; g < G; ++g) _mm256_storeu_ps(oc + g * hd_v, acc[g]);
+      }
+    }
+  }
 }
 
 // Scores of G query heads (G <= 4) against each K row: the row is loaded once for all G.
-template <int G>
-void scores_group(const float* q, int64_t hd, const void* k, bool k_f16, int64_t k_stride,
-                  int64_t n_kv, float sc, float* s, int64_t s_stride) {
+template <int G, KvFormat F>
+void scores_group(const float* q, int64_t hd, const void* k, int64_t k_stride, int64_t n_kv,
+                  float sc, float* s, int64_t s_stride) {
   for (int64_t j = 0; j < n_kv; ++j) {
     const int64_t row = j * k_stride;
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     int64_t d = 0;
     for (; d + 8 <= hd; d += 8) {
-      const __m256 kv = load8(k, k_f16, row + d);
+      const __m256 kv = load8<F>(k, row + d);
       for (int g = 0; g < G; ++g)
         acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + d), kv, acc[g]);
     }
     for (int g = 0; g < G; ++g) {
       float t = hsum(acc[g]);
-      for (int64_t e = d; e < hd; ++e) t += q[g * hd + e] * load1(k, k_f16, row + e);
+      for (int64_t e = d; e < hd; ++e) t += q[g * hd + e] * load1<F>(k, row + e);
       s[g * s_stride + j] = t * sc;
     }
   }
 }
 
-void attn_scores(const float* q, int64_t n_q, int64_t hd, const void* k, bool k_f16,
-                 int64_t k_stride, int64_t n_kv, float sc, float* s, int64_t s_stride) {
+template <int G, KvFormat F>
+void scores_any(const float* q, int64_t hd, const void* k, int64_t k_stride, int64_t n_kv, float sc,
+                float* s, int64_t s_stride) {
+  if constexpr (F == KvFormat::Q8_0) {
+    scores_group_q8<G>(q, hd, static_cast<const uint8_t*>(k), k_stride, n_kv, sc, s, s_stride);
+  } else {
+    scores_group<G, F>(q, hd, k, k_stride, n_kv, sc, s, s_stride);
+  }
+}
+
+template <KvFormat F>
+void scores_fmt(const float* q, int64_t n_q, int64_t hd, const void* k, int64_t k_stride,
+                int64_t n_kv, float sc, float* s, int64_t s_stride) {
   int64_t h = 0;
   for (; h + 4 <= n_q; h += 4)
-    scores_group<4>(q + h * hd, hd, k, k_f16, k_stride, n_kv, sc, s + h * s_stride, s_stride);
+    scores_any<4, F>(q + h * hd, hd, k, k_stride, n_kv, sc, s + h * s_stride, s_stride);
   switch (n_q - h) {
     case 3:
-      return scores_group<3>(q + h * hd, hd, k, k_f16, k_stride, n_kv, sc, s + h * s_stride,
-                             s_stride);
+      return scores_any<3, F>(q + h * hd, hd, k, k_stride, n_kv, sc, s + h * s_stride, s_stride);
     case 2:
-      return scores_group<2>(q + h * hd, hd, k, k_f16, k_stride, n_kv, sc, s + h * s_stride,
-                             s_stride);
+      return scores_any<2, F>(q + h * hd, hd, k, k_stride, n_kv, sc, s + h * s_stride, s_stride);
     case 1:
-      return scores_group<1>(q + h * hd, hd, k, k_f16, k_stride, n_kv, sc, s + h * s_stride,
-                             s_stride);
+      return scores_any<1, F>(q + h * hd, hd, k, k_stride, n_kv, sc, s + h * s_stride, s_stride);
     default:
       return;
   }
 }
 
+void attn_scores(const float* q, int64_t n_q, int64_t hd, const void* k, KvFormat k_fmt,
+                 int64_t k_stride, int64_t n_kv, float sc, float* s, int64_t s_stride) {
+  switch (k_fmt) {
+    case KvFormat::F16:
+      return scores_fmt<KvFormat::F16>(q, n_q, hd, k, k_stride, n_kv, sc, s, s_stride);
+    case KvFormat::Q8_0:
+      return scores_fmt<KvFormat::Q8_0>(q, n_q, hd, k, k_stride, n_kv, sc, s, s_stride);
+    case KvFormat::F32:
+      break;
+  }
+  return scores_fmt<KvFormat::F32>(q, n_q, hd, k, k_stride, n_kv, sc, s, s_stride);
+}
+
 // o[g][d..d+8) += sum_j p[g][j] v_j[d..d+8) for G heads: G independent FMA chains over j.
-template <int G>
-void accum_group(const float* p, int64_t p_stride, const void* v, bool v_f16, int64_t v_stride,
-                 int64_t n_kv, int64_t hd_v, float* o) {
+template <int G, KvFormat F>
+void accum_group(const float* p, int64_t p_stride, const void* v, int64_t v_stride, int64_t n_kv,
+                 int64_t hd_v, float* o) {
   int64_t d = 0;
   for (; d + 8 <= hd_v; d += 8) {
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_loadu_ps(o + g * hd_v + d);
     for (int64_t j = 0; j < n_kv; ++j) {
-      const __m256 vv = load8(v, v_f16, j * v_stride + d);
+      const __m256 vv = load8<F>(v, j * v_stride + d);
       for (int g = 0; g < G; ++g)
         acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[g * p_stride + j]), vv, acc[g]);
     }
@@ -254,38 +389,58 @@ void accum_group(const float* p, int64_t p_stride, const void* v, bool v_f16, in
   for (; d < hd_v; ++d) {
     for (int g = 0; g < G; ++g) {
       float t = o[g * hd_v + d];
-      for (int64_t j = 0; j < n_kv; ++j)
-        t += p[g * p_stride + j] * load1(v, v_f16, j * v_stride + d);
+      for (int64_t j = 0; j < n_kv; ++j) t += p[g * p_stride + j] * load1<F>(v, j * v_stride + d);
       o[g * hd_v + d] = t;
     }
   }
 }
 
-void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, bool v_f16,
-                int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o) {
+template <int G, KvFormat F>
+void accum_any(const float* p, int64_t p_stride, const void* v, int64_t v_stride, int64_t n_kv,
+               int64_t hd_v, float* o) {
+  if constexpr (F == KvFormat::Q8_0) {
+    accum_group_q8<G>(p, p_stride, static_cast<const uint8_t*>(v), v_stride, n_kv, hd_v, o);
+  } else {
+    accum_group<G, F>(p, p_stride, v, v_stride, n_kv, hd_v, o);
+  }
+}
+
+template <KvFormat F>
+void accum_fmt(const float* p, int64_t p_stride, int64_t n_q, const void* v, int64_t v_stride,
+               int64_t n_kv, int64_t hd_v, float* o) {
   int64_t h = 0;
   for (; h + 4 <= n_q; h += 4)
-    accum_group<4>(p + h * p_stride, p_stride, v, v_f16, v_stride, n_kv, hd_v, o + h * hd_v);
+    accum_any<4, F>(p + h * p_stride, p_stride, v, v_stride, n_kv, hd_v, o + h * hd_v);
   switch (n_q - h) {
     case 3:
-      return accum_group<3>(p + h * p_stride, p_stride, v, v_f16, v_stride, n_kv, hd_v,
-                            o + h * hd_v);
+      return accum_any<3, F>(p + h * p_stride, p_stride, v, v_stride, n_kv, hd_v, o + h * hd_v);
     case 2:
-      return accum_group<2>(p + h * p_stride, p_stride, v, v_f16, v_stride, n_kv, hd_v,
-                            o + h * hd_v);
+      return accum_any<2, F>(p + h * p_stride, p_stride, v, v_stride, n_kv, hd_v, o + h * hd_v);
     case 1:
-      return accum_group<1>(p + h * p_stride, p_stride, v, v_f16, v_stride, n_kv, hd_v,
-                            o + h * hd_v);
+      return accum_any<1, F>(p + h * p_stride, p_stride, v, v_stride, n_kv, hd_v, o + h * hd_v);
     default:
       return;
   }
 }
 
+void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, KvFormat v_fmt,
+                int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o) {
+  switch (v_fmt) {
+    case KvFormat::F16:
+      return accum_fmt<KvFormat::F16>(p, p_stride, n_q, v, v_stride, n_kv, hd_v, o);
+    case KvFormat::Q8_0:
+      return accum_fmt<KvFormat::Q8_0>(p, p_stride, n_q, v, v_stride, n_kv, hd_v, o);
+    case KvFormat::F32:
+      break;
+  }
+  return accum_fmt<KvFormat::F32>(p, p_stride, n_q, v, v_stride, n_kv, hd_v, o);
+}
+
 }  // namespace
 
 const OpKernels* op_kernels_avx2() {
-  static const OpKernels table = {rms_norm,   rope,    swiglu, softmax,     f32_to_f16,
-                                  f16_to_f32, exp_sum, scale,  attn_scores, attn_accum};
+  static const OpKernels table = {rms_norm,    rope,    swiglu, softmax,     f32_to_f16, f16_to_f32,
+                                  f32_to_q8_0, exp_sum, scale,  attn_scores, attn_accum};
   return &table;
 }
 
