@@ -690,3 +690,30 @@ TEST(CpuThreadPool, ManySmallJobsAndWakeUpAfterSleep) {
 
 }  // namespace
 }  // namespace spw::cpu
+
+namespace spw::cpu {
+namespace {
+
+// Regression: jobs of different sizes back to back. A worker still leaving an old, small job
+// once read a new, larger job's fields, claimed an old chunk index against it, ran a chunk twice
+// and pushed the done count past the chunk count, so the caller spun forever (seen in CI as an
+// int overflow of the wait counter under UBSan after 88 s).
+TEST(CpuThreadPool, AlternatingJobSizesRunEachIndexExactlyOnce) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(64);
+  for (int it = 0; it < 20000; ++it) {
+    const int64_t n = it % 2 == 0 ? 2 : 64;
+    for (int64_t i = 0; i < n; ++i)
+      hits[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "job " << it << " index " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spw::cpu

@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <chrono>
 
@@ -25,6 +26,9 @@ inline void cpu_relax() {
   asm volatile("yield");
 #endif
 }
+
+// Index of a closed generation: no job has this many chunks, so nothing can be claimed.
+constexpr uint64_t kClosedIndex = 0xFFFFFFFFu;
 
 inline uint32_t gen_of(uint64_t v) { return static_cast<uint32_t>(v >> 32); }
 inline int64_t index_of(uint64_t v) { return static_cast<int64_t>(v & 0xFFFFFFFFu); }
@@ -65,6 +69,9 @@ void ThreadPool::work_chunks(uint32_t gen) {
     const TaskFn fn = fn_.load(std::memory_order_relaxed);
     void* const ctx = ctx_.load(std::memory_order_relaxed);
     const int64_t n = n_.load(std::memory_order_relaxed);
+    // Pairs with the release fence in run(): if any field above already belongs to a newer
+    // job, the claim below sees that job's closing of this generation and fails.
+    std::atomic_thread_fence(std::memory_order_acquire);
     const int64_t c = index_of(cur);
     if (c >= n_chunks) return;
     if (!next_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel,
@@ -82,7 +89,7 @@ void ThreadPool::worker_loop() {
   for (;;) {
     uint32_t gen = gen_of(next_.load(std::memory_order_acquire));
     const auto spin_start = std::chrono::steady_clock::now();
-    for (int i = 1; gen == seen; ++i) {
+    for (uint32_t i = 1; gen == seen; ++i) {
       cpu_relax();
       gen = gen_of(next_.load(std::memory_order_acquire));
       if (gen != seen) break;
@@ -113,6 +120,13 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
   }
   std::lock_guard submit(submit_mu_);
   const int64_t n_chunks = chunk_count(n, size());
+  // Close the previous generation before touching the job fields. A worker still inside
+  // work_chunks() for the old job may read the new fields; without this it could then claim
+  // an old chunk index against the new job, run a chunk twice and push done_ past n_chunks,
+  // so the wait below would never end. The closed generation has an index no job reaches.
+  const uint32_t closed_gen = gen_of(next_.load(std::memory_order_relaxed)) + 1;
+  next_.store((static_cast<uint64_t>(closed_gen) << 32) | kClosedIndex, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   fn_.store(fn, std::memory_order_relaxed);
   ctx_.store(ctx, std::memory_order_relaxed);
   n_.store(n, std::memory_order_relaxed);
@@ -122,7 +136,7 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
   bool wake;
   {
     std::lock_guard lk(sleep_mu_);
-    gen = gen_of(next_.load(std::memory_order_relaxed)) + 1;
+    gen = closed_gen + 1;
     next_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
     wake = sleepers_ > 0;
   }
@@ -130,7 +144,7 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
   work_chunks(gen);
   // All chunks are claimed; wait for the ones other threads are still running. Nothing is
   // waited for from workers that never woke up.
-  for (int i = 1; done_.load(std::memory_order_acquire) != n_chunks; ++i) {
+  for (uint32_t i = 1; done_.load(std::memory_order_acquire) != n_chunks; ++i) {
     cpu_relax();
     if (i % 1024 == 0) std::this_thread::yield();
   }
