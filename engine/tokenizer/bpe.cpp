@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/merge.h"
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
@@ -27,14 +28,6 @@ struct BpeBigramGreater {
   bool operator()(const BpeBigram& l, const BpeBigram& r) const {
     return l.rank > r.rank || (l.rank == r.rank && l.left > r.left);
   }
-};
-// A run of bytes [pos, pos + n) of the byte-mapped word; n == 0 once merged into its left
-// neighbour.
-struct BpeSymbol {
-  int32_t prev;
-  int32_t next;
-  size_t pos;
-  size_t n;
 };
 
 }  // namespace
@@ -105,7 +98,7 @@ void Tokenizer::encode_bpe_fragment(std::string_view text, std::vector<int32_t>&
 
   std::string word;  // the piece's bytes through GPT-2's byte-to-unicode map
   std::string scratch;
-  std::vector<BpeSymbol> symbols;
+  std::vector<MergeSymbol> symbols;
   std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramGreater> work;
   for (const PreTokenizer::Piece& piece : pieces) {
     word.clear();
@@ -125,13 +118,13 @@ void Tokenizer::encode_bpe_fragment(std::string_view text, std::vector<int32_t>&
       const size_t len = std::min(unicode::utf8_len(word[offs]), word.size() - offs);
       const auto index = static_cast<int32_t>(symbols.size());
       symbols.push_back(
-          BpeSymbol{index - 1, offs + len == word.size() ? -1 : index + 1, offs, len});
+          MergeSymbol{index - 1, offs + len == word.size() ? -1 : index + 1, offs, len});
       offs += len;
     }
     auto try_add_bigram = [&](int32_t left, int32_t right) {
       if (left == -1 || right == -1) return;
-      const BpeSymbol& l = symbols[left];
-      const BpeSymbol& r = symbols[right];
+      const MergeSymbol& l = symbols[left];
+      const MergeSymbol& r = symbols[right];
       const int32_t rank = bpe_rank(std::string_view(word).substr(l.pos, l.n),
                                     std::string_view(word).substr(r.pos, r.n), scratch);
       if (rank < 0) return;
@@ -139,25 +132,10 @@ void Tokenizer::encode_bpe_fragment(std::string_view text, std::vector<int32_t>&
     };
     for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
-    while (!work.empty()) {
-      const BpeBigram bigram = work.top();
-      work.pop();
-      BpeSymbol& left = symbols[bigram.left];
-      BpeSymbol& right = symbols[bigram.right];
-      // Stale: one side was merged away or has grown since the bigram was queued (llama.cpp
-      // compares the texts; a symbol only grows by absorbing its right neighbour, so the sizes
-      // tell the same).
-      if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
-      left.n += right.n;
-      right.n = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols[right.next].prev = bigram.left;
-      try_add_bigram(left.prev, bigram.left);
-      try_add_bigram(bigram.left, left.next);
-    }
+    merge_bigrams(symbols, work, try_add_bigram);
 
     for (int32_t i = 0; i != -1; i = symbols[i].next) {
-      const BpeSymbol& s = symbols[i];
+      const MergeSymbol& s = symbols[i];
       const std::string_view str = std::string_view(word).substr(s.pos, s.n);
       if (const int32_t id = text_to_token(str); id >= 0) {
         out.push_back(id);

@@ -4,6 +4,7 @@
 #include <queue>
 #include <string>
 
+#include "engine/tokenizer/merge.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -24,20 +25,13 @@ struct SpmBigramLess {
     return l.score < r.score || (l.score == r.score && l.left > r.left);
   }
 };
-// A run of bytes [pos, pos + n) of the fragment; n == 0 once merged into its left neighbour.
-struct SpmSymbol {
-  int32_t prev;
-  int32_t next;
-  size_t pos;
-  size_t n;
-};
 
 }  // namespace
 
 // llama.cpp llm_tokenizer_spm_session::tokenize on one fragment (spaces already escaped).
 void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  std::vector<SpmSymbol> symbols;
+  std::vector<MergeSymbol> symbols;
   symbols.reserve(text.size());
   for (size_t offs = 0; offs < text.size();) {
     // A well-formed character is one symbol (as llama.cpp). A byte that does not start one is a
@@ -47,7 +41,8 @@ void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>&
     const size_t valid = unicode::valid_utf8_len(text, offs);
     const size_t len = valid == 0 ? 1 : valid;
     const int32_t index = static_cast<int32_t>(symbols.size());
-    symbols.push_back(SpmSymbol{index - 1, offs + len == text.size() ? -1 : index + 1, offs, len});
+    symbols.push_back(
+        MergeSymbol{index - 1, offs + len == text.size() ? -1 : index + 1, offs, len});
     offs += len;
   }
 
@@ -61,27 +56,14 @@ void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>&
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
-  while (!work.empty()) {
-    const SpmBigram bigram = work.top();
-    work.pop();
-    SpmSymbol& left = symbols[bigram.left];
-    SpmSymbol& right = symbols[bigram.right];
-    // Stale: one side was merged away or has grown since the bigram was queued.
-    if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
-    try_add_bigram(left.prev, bigram.left);
-    try_add_bigram(bigram.left, left.next);
-  }
+  merge_bigrams(symbols, work, try_add_bigram);
 
   // Resegment. A merged symbol's text is always a token (it was a queued bigram's text), and an
   // unmerged one is a single character; so llama.cpp's rev_merge split (consulted only for text
   // that is not a token, while every rev_merge key is a token text) never applies, and the only
   // cases are "a token" or "byte fallback".
   for (int32_t i = 0; i != -1; i = symbols[i].next) {
-    const SpmSymbol& s = symbols[i];
+    const MergeSymbol& s = symbols[i];
     const std::string_view piece = text.substr(s.pos, s.n);
     const int32_t id = text_to_token(piece);
     if (id >= 0) {
