@@ -1,7 +1,7 @@
 // The fast CPU session against its oracle, the float64 reference session.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +11,7 @@
 #include "engine/model/reference_session.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/compare.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -19,7 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("spillway-test-cpu-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("spillway-test-cpu-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir / name;
 }
@@ -59,35 +61,10 @@ std::unique_ptr<Session> reference(const Model& m, KvType kv) {
   return std::move(*s);
 }
 
-// Normalised mean squared error sum((a-b)^2) / sum(b^2) (llama.cpp's test-backend-ops measure).
-double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-// max|a - b| / max|b|; *worst receives the index of the largest difference.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b, size_t* worst = nullptr) {
-  double mb = 0, md = 0;
-  size_t w = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    mb = std::max(mb, std::fabs(static_cast<double>(b[i])));
-    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-    if (d > md) {
-      md = d;
-      w = i;
-    }
-  }
-  if (worst) *worst = w;
-  return mb > 0 ? md / mb : md;
-}
-
 TEST(CpuSession, StoriesMatchesReferenceTokens) {
   const fs::path dir = fs::path(SPILLWAY_SHARED_DIR) / "models";
-  if (!fs::exists(dir / "stories260K.gguf")) GTEST_SKIP() << "shared test data not found at " << dir;
+  if (!fs::exists(dir / "stories260K.gguf"))
+    GTEST_SKIP() << "shared test data not found at " << dir;
   std::ifstream in(dir / "stories260K.reference.json");
   const auto ref = nlohmann::json::parse(in);
   auto model = Model::load((dir / "stories260K.gguf").string());
@@ -121,7 +98,8 @@ TEST_P(CpuVsReference, LogitsAgree) {
     spec.head_dim = 64;
   }
   spec.rope_freqs = arch == "llama";
-  const fs::path p = temp_path(arch + "-" + std::string(type_name(static_cast<uint32_t>(type))) + ".gguf");
+  const fs::path p =
+      temp_path(arch + "-" + std::string(type_name(static_cast<uint32_t>(type))) + ".gguf");
   ASSERT_TRUE(write_test_model(spec, p.string()).ok());
   auto model = Model::load(p.string());
   ASSERT_TRUE(model.ok()) << model.error().message;
@@ -136,7 +114,8 @@ TEST_P(CpuVsReference, LogitsAgree) {
   const bool float_type = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
   const double tol = float_type ? 1e-4 : 5e-2;
   size_t w = 0;
-  const double e = rel_err(a.prompt_logits, r.prompt_logits, &w), n = nmse(a.prompt_logits, r.prompt_logits);
+  const double e = rel_err(a.prompt_logits, r.prompt_logits, &w),
+               n = nmse(a.prompt_logits, r.prompt_logits);
   EXPECT_LE(e, tol) << "worst logit " << w;
   EXPECT_LE(n, float_type ? 1e-9 : 2e-3);
   std::printf("[ %s %s ] max rel err %.2e, NMSE %.2e\n", arch.c_str(),
@@ -155,11 +134,13 @@ TEST_P(CpuVsReference, LogitsAgree) {
 INSTANTIATE_TEST_SUITE_P(
     AllArchsAllTypes, CpuVsReference,
     ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
-                       ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                                         GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                         GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K)),
+                       ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16,
+                                         GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                         GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                         GgmlType::Q5_K, GgmlType::Q6_K)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + type_name(static_cast<uint32_t>(std::get<1>(info.param)));
+      return std::get<0>(info.param) + "_" +
+             type_name(static_cast<uint32_t>(std::get<1>(info.param)));
     });
 
 TEST(CpuSession, ContextFullAndBadTokensLeaveTheSessionUnchanged) {

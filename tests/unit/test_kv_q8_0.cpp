@@ -22,6 +22,7 @@
 #include "engine/common/fp16.h"
 #include "engine/gguf/ggml_types.h"
 #include "engine/model/reference_session.h"
+#include "tests/support/compare.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -68,26 +69,6 @@ std::vector<float> from_q8_0(const std::vector<uint8_t>& q, int64_t n) {
   std::vector<float> x(static_cast<size_t>(n));
   dequantize_row(GgmlType::Q8_0, q.data(), x.data(), n);
   return x;
-}
-
-// Normalised mean squared error sum((a-b)^2) / sum(b^2).
-double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-// max|a - b| / max|b|.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double mb = 0, md = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    mb = std::max(mb, std::fabs(static_cast<double>(b[i])));
-    md = std::max(md, std::fabs(static_cast<double>(a[i]) - b[i]));
-  }
-  return mb > 0 ? md / mb : md;
 }
 
 // ---- conversion ----
