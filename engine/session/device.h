@@ -1,0 +1,63 @@
+// Choosing the backend a Session runs on: `--device cpu|cuda|auto` (default auto) on every
+// command that runs a model. auto uses CUDA when this build has it and a usable device is
+// present, and otherwise the fast CPU engine, with the reason in `note` for the user to see.
+// The choice is made once per session; nothing switches backends mid-sequence.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/common/expected.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+
+namespace spw {
+
+enum class DeviceKind { Auto, Cpu, Cuda };
+
+/// "auto" | "cpu" | "cuda" -> DeviceKind; the error lists the accepted values.
+Expected<DeviceKind> parse_device(std::string_view s);
+std::string_view device_name(DeviceKind d);
+
+/// What CUDA offers this process. Filled by probe_cuda(); never throws, never aborts.
+struct CudaProbe {
+  bool usable = false;      // a device exists, the driver works and our kernels load on it
+  int index = -1;           // CUDA device ordinal used (the first usable one)
+  std::string name;         // "NVIDIA H200"
+  int sm_major = 0, sm_minor = 0;  // compute capability
+  int64_t free_bytes = 0, total_bytes = 0;  // device memory (cudaMemGetInfo)
+  /// Why CUDA is not usable, for the user: "this build has no CUDA backend (nvcc was not
+  /// found at configure time)", "no CUDA driver: ...", "no CUDA device", "device 0 (NAME,
+  /// compute capability 7.5) cannot run this build's kernels (built for 8.6, 8.9, 9.0)".
+  std::string reason;
+};
+
+/// Probes once per call (cheap after the first: the CUDA runtime caches its state).
+CudaProbe probe_cuda();
+
+/// True when this binary was built with the CUDA backend (SPILLWAY_CUDA).
+bool cuda_built();
+
+struct BackendOptions {
+  DeviceKind device = DeviceKind::Auto;
+  int64_t n_ubatch = 512;  // tokens per prefill step
+};
+
+struct SessionChoice {
+  std::unique_ptr<Session> session;
+  DeviceKind device = DeviceKind::Cpu;  // Cpu or Cuda: where it actually runs
+  std::string backend;                  // "cpu (avx2, 2 threads)" / "cuda (NVIDIA H200, sm_90)"
+  /// Empty, or a line the user must see: "CUDA unavailable (no CUDA device); running on the CPU".
+  std::string note;
+};
+
+/// Creates a session on the chosen backend. auto: CUDA when probe_cuda().usable and the model
+/// fits in the device's free memory, else the CPU with `note` saying why. cpu: the fast CPU
+/// session. cuda: CUDA or an error "--device cuda: <reason>" (never a silent CPU fallback).
+/// Errors otherwise as the backend's create() (bad n_ctx, q8_0 KV on head_dim % 32 != 0, ...).
+Expected<SessionChoice> create_session(const Model& model, const SessionParams& params,
+                                       const BackendOptions& opts = {});
+
+}  // namespace spw

@@ -1,0 +1,128 @@
+// Host-side launchers of the CUDA kernels in kernels/*.cu (one file per op, each defining its
+// launch_<op>()). The engine's CUDA backend (engine/backend/cuda) is their only caller.
+//
+// Conventions for every launcher:
+// - Every pointer is a device pointer unless the comment says "host". Sizes are element counts.
+// - The launch is asynchronous on `stream`. The return value is cudaErrorInvalidValue for
+//   arguments the kernel cannot take (checked on the host before launching, nothing launched),
+//   otherwise cudaGetLastError() right after the launch; callers wrap each call in CUDA_CHECK.
+// - Weights are GGUF tensors uploaded byte for byte: a weight mapping n_in -> n_out is n_out
+//   rows, row r starting at byte r * row_bytes (row_bytes = row_size(type, n_in)), each row in
+//   `type`'s blocks as ggml lays them out (engine/gguf/ggml_types.h). n_in must be a multiple
+//   of the type's block size (the model loader checks it).
+// - Zero-sized work (n_out, n_tok, n_rows or n == 0) returns cudaSuccess and launches
+//   nothing; negative sizes are invalid. Weight pointers must be at least 2-byte aligned (4 for
+//   F32 weights); row_bytes may exceed row_size (padded rows) but not fall below it.
+// - Matrices are row-major: X [n][k] means n rows of k contiguous floats.
+// - f16 values are IEEE binary16 bit patterns in uint16_t (the same bits as __half).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/gguf/ggml_types.h"
+
+namespace spw::kernels {
+
+// ---- matvec.cu --------------------------------------------------------------------------
+/// Y[t][r] = sum_i W[r][i] * X[t][i] for t < n_tok, r < n_out, with W in any supported weight
+/// type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (others:
+/// cudaErrorInvalidValue). Decode (n_tok == 1) is the case it is built for; it stays correct
+/// for any n_tok >= 1 (the backend uses cuBLAS above a handful of tokens). X [n_tok][n_in]
+/// f32, Y [n_tok][n_out] f32. Accumulates in f32; the blocks are decoded by the SPW_HD
+/// functions of kernels/quant_math.h.
+cudaError_t launch_matvec(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
+                          int64_t n_out, const float* x, int64_t n_tok, float* y,
+                          cudaStream_t stream);
+
+// ---- dequant.cu -------------------------------------------------------------------------
+/// Rows [row0, row0 + n_rows) of W, decoded to f16: dst [n_rows][n_in] (binary16 bits). The
+/// prefill path decodes a weight tile and hands it to cuBLAS. Same types as launch_matvec.
+cudaError_t launch_dequant_f16(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
+                               int64_t row0, int64_t n_rows, uint16_t* dst, cudaStream_t stream);
+
+// ---- get_rows.cu ------------------------------------------------------------------------
+/// Embedding lookup: dst[t][0..n_in) = row ids[t] of W decoded to f32, t < n. ids must be in
+/// [0, n_rows of W) (the session checks token ids before uploading them).
+cudaError_t launch_get_rows(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
+                            const int32_t* ids, int64_t n, float* dst, cudaStream_t stream);
+
+// ---- convert.cu -------------------------------------------------------------------------
+/// y[i] = binary16(x[i]), round to nearest even (bit-identical to fp32_to_fp16 in
+/// engine/common/fp16.h for every non-NaN value), i < n.
+cudaError_t launch_f32_to_f16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+
+// ---- rmsnorm.cu -------------------------------------------------------------------------
+/// For each of n_rows (<= INT32_MAX) rows of n floats: y = x / sqrt(mean(x^2) + eps) * w (w == nullptr: no
+/// weight, as the reference path). y may alias x. Rows of a head (Qwen3's QK-norm) are rows
+/// with n = head_dim. RMSNorm: Zhang & Sennrich 2019.
+cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
+                           float eps, cudaStream_t stream);
+
+// ---- rope.cu ----------------------------------------------------------------------------
+/// Rotary position embedding (Su et al. 2021, RoFormer) in place on x [n_tok][n_heads][head_dim]:
+/// the first n_rot dims of every head rotated with token t's cos/sin table cs[t][0..n_rot),
+/// laid out as engine/backend/cpu/ops.h rope_cos_sin() writes it (cos at i, sin at n_rot/2 + i,
+/// angles formed in double on the host, `rope_freqs` and linear scaling already applied).
+/// neox == false pairs (2i, 2i+1) (llama); true pairs (i, i + n_rot/2) (qwen2, qwen3).
+cudaError_t launch_rope(float* x, const float* cs, int64_t n_tok, int64_t n_heads,
+                        int64_t head_dim, int64_t n_rot, bool neox, cudaStream_t stream);
+
+// ---- swiglu.cu --------------------------------------------------------------------------
+/// y[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u for i < n (Shazeer 2020, GLU variants).
+/// y may alias g or u.
+cudaError_t launch_swiglu(const float* g, const float* u, float* y, int64_t n,
+                          cudaStream_t stream);
+
+// ---- add.cu -----------------------------------------------------------------------------
+/// Residual add: y[i] = a[i] + b[i], i < n; y may alias a or b.
+cudaError_t launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+/// Bias: x[r][i] += bias[i] for r < n_rows, i < n (qwen2's Q/K/V biases).
+cudaError_t launch_add_bias(float* x, const float* bias, int64_t n, int64_t n_rows,
+                            cudaStream_t stream);
+
+// ---- kv_store.cu ------------------------------------------------------------------------
+/// Writes n_tok rows of row_elems floats (src [n_tok][row_elems]) into a contiguous KV cache
+/// [n_ctx][row_elems] of kv_type F32 or F16 (others: cudaErrorInvalidValue) at positions
+/// [pos0, pos0 + n_tok). f16 rounding as launch_f32_to_f16.
+cudaError_t launch_kv_store(const float* src, void* cache, GgmlType kv_type, int64_t row_elems,
+                            int64_t pos0, int64_t n_tok, cudaStream_t stream);
+
+// ---- attention.cu -----------------------------------------------------------------------
+/// Causal attention of n_tok queries at positions [pos0, pos0 + n_tok) over a contiguous KV
+/// cache: query t attends cache positions [0, pos0 + t] (decode is n_tok == 1). Online
+/// softmax in f32 (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): never an
+/// n x n score matrix. GQA: query head h reads KV head h / (n_head / n_kv_heads).
+///   q   [n_tok][n_head][head_dim] f32
+///   k   [>= pos0 + n_tok][n_kv_heads * head_dim]   in kv_type (F32 or F16)
+///   v   [>= pos0 + n_tok][n_kv_heads * head_dim_v] in kv_type
+///   out [n_tok][n_head][head_dim_v] f32 = softmax(scale * q k^T) v
+/// Needs n_head % n_kv_heads == 0, head_dim and head_dim_v <= 256, n_head <= 65535 and
+/// pos0 + n_tok <= INT32_MAX. Part 1 takes no scratch, so a decode query's KV range is split
+/// across the warps of one block, not across blocks: n_head blocks per token (flash-decoding
+/// over many blocks, with a workspace for the partials, comes with the paged GPU window). K and
+/// V share one kv_type (sessions refuse mixed K/V types on CUDA).
+cudaError_t launch_attention(const float* q, const void* k, const void* v, GgmlType kv_type,
+                             float* out, int64_t n_tok, int64_t pos0, int64_t n_head,
+                             int64_t n_kv_heads, int64_t head_dim, int64_t head_dim_v,
+                             float scale, cudaStream_t stream);
+
+// ---- sampling.cu ------------------------------------------------------------------------
+/// out[0] = the index of the largest of x[0..n) (the lowest index among equal maxima; NaN
+/// never wins; 0 when every value is NaN). 1 <= n <= INT32_MAX.
+cudaError_t launch_argmax(const float* x, int64_t n, int32_t* out, cudaStream_t stream);
+/// The k largest of x[0..n) (1 <= k <= 256, k <= n), sorted by value descending, ties by
+/// lower index first (-0 and +0 tie; NaN ranks below -inf): idx[0..k), val[0..k).
+/// n <= INT32_MAX.
+cudaError_t launch_topk(const float* x, int64_t n, int k, int32_t* idx, float* val,
+                        cudaStream_t stream);
+
+// ---- probe.cu ---------------------------------------------------------------------------
+/// cudaSuccess when this build's kernels have code the current device can run (asked with
+/// cudaFuncGetAttributes on one of them, which launches nothing); otherwise the error, e.g.
+/// cudaErrorNoKernelImageForDevice on a GPU older than the architectures built
+/// (CMAKE_CUDA_ARCHITECTURES). The backend calls it before choosing CUDA.
+cudaError_t kernels_loadable();
+
+}  // namespace spw::kernels
