@@ -21,6 +21,7 @@
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/model/model.h"
 #include "engine/model/reference_session.h"
+#include "engine/session/device.h"
 #include "engine/session/session.h"
 
 namespace spw::cli {
@@ -53,27 +54,41 @@ Rate summarize(std::vector<double> v) {
 // A fresh session (empty cache) of the engine under test.
 struct BenchSession {
   std::unique_ptr<Session> session;
-  cpu::CpuSession* fast = nullptr;  // the same object when the fast path is timed
+  cpu::CpuSession* fast = nullptr;      // the same object when the fast CPU path is timed
+  DeviceKind device = DeviceKind::Cpu;  // where it runs
+  std::string backend;                  // "cpu (avx2, 2 threads)", "cuda (NVIDIA H200, ...)"
+  std::string note;                     // create_session's note (a CPU fallback's reason)
 };
 
-Expected<BenchSession> make_session(const Model& model, const SessionParams& sp, bool reference) {
+// `device` is what the user asked for on the first call, then the device that call chose, so
+// every repeat runs where the first did.
+Expected<BenchSession> make_session(const Model& model, const SessionParams& sp, bool reference,
+                                    DeviceKind device) {
   BenchSession b;
   if (reference) {
     auto r = ReferenceSession::create(model, sp);
     if (!r) return r.error();
     b.session = std::move(*r);
-  } else {
-    auto f = cpu::CpuSession::create(model, sp);
-    if (!f) return f.error();
-    b.fast = f->get();
-    b.session = std::move(*f);
+    b.backend = "reference (float64)";
+    return b;
   }
+  BackendOptions opts;
+  opts.device = device;
+  auto choice = create_session(model, sp, opts);
+  if (!choice) return choice.error();
+  b.device = choice->device;
+  b.backend = std::move(choice->backend);
+  b.note = std::move(choice->note);
+  b.session = std::move(choice->session);
+  if (b.device == DeviceKind::Cpu) b.fast = dynamic_cast<cpu::CpuSession*>(b.session.get());
   return b;
 }
 
-// KV bytes the session holds now. ReferenceSession keeps exactly n_past positions (f16 bits).
+// KV bytes the session holds now. ReferenceSession keeps exactly n_past positions (f16 bits);
+// the CUDA session allocates f16 K and V for its whole context when it is created.
 int64_t kv_bytes_of(const BenchSession& b, const ModelConfig& c) {
   if (b.fast != nullptr) return b.fast->kv_bytes();
+  if (b.device == DeviceKind::Cuda) return c.kv_bytes_per_token(2) * b.session->n_ctx();
   return c.kv_bytes_per_token(2) * b.session->n_past();
 }
 
@@ -181,25 +196,32 @@ double probe_read_gb_per_s(int n_threads) {
 struct Measurement {
   Rate pp, tg;
   int64_t kv_bytes = 0;  // the most any session held
+  DeviceKind device = DeviceKind::Cpu;
+  std::string backend;
 };
 
 Expected<Measurement> measure(const Model& model, const SessionParams& sp, const BenchArgs& a,
-                              const std::vector<int32_t>& ids) {
+                              DeviceKind device, const std::vector<int32_t>& ids) {
   const ModelConfig& c = model.config();
   const std::span<const int32_t> prompt(ids.data(), static_cast<size_t>(a.n_prompt));
   const std::span<const int32_t> gen(ids.data() + a.n_prompt, static_cast<size_t>(a.n_gen));
   Measurement m;
 
   {  // Warm-up (not timed): touches every weight page and starts the threads, as llama-bench.
-    auto s = make_session(model, sp, a.reference);
+    // It also settles the device: the timed sessions run where this one did.
+    auto s = make_session(model, sp, a.reference, device);
     if (!s) return s.error();
+    if (!s->note.empty()) std::fprintf(stderr, "note: %s\n", s->note.c_str());
+    m.device = s->device;
+    m.backend = s->backend;
+    device = s->device;
     if (auto st = s->session->eval(prompt.first(std::min<size_t>(prompt.size(), 2)), true); !st)
       return st.error();
   }
 
   std::vector<double> pp, tg;
   for (int r = 0; r < a.reps; ++r) {
-    auto s = make_session(model, sp, a.reference);
+    auto s = make_session(model, sp, a.reference, device);
     if (!s) return s.error();
     const auto t0 = Clock::now();
     if (auto st = s->session->eval(prompt, true); !st) return st.error();
@@ -208,7 +230,7 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     std::fprintf(stderr, "pp%d rep %d/%d: %.2f t/s\n", a.n_prompt, r + 1, a.reps, pp.back());
   }
   for (int r = 0; r < a.reps; ++r) {
-    auto s = make_session(model, sp, a.reference);
+    auto s = make_session(model, sp, a.reference, device);
     if (!s) return s.error();
     const auto t0 = Clock::now();
     for (size_t i = 0; i < gen.size(); ++i) {
@@ -233,6 +255,13 @@ int run_bench(const BenchArgs& a) {
   if (a.n_gen < 1) return fail(make_error("-n {}: generate at least 1 token", a.n_gen));
   if (a.reps < 1) return fail(make_error("-r {}: at least 1 repeat", a.reps));
   if (a.n_threads < 0) return fail(make_error("-t {} must not be negative", a.n_threads));
+  auto device = parse_device(a.device);
+  if (!device) return fail(make_error("--device: {}", device.error().message));
+  if (a.reference && *device == DeviceKind::Cuda) {
+    return fail(Error{
+        "--reference times the float64 oracle on the CPU; it cannot be combined with --device "
+        "cuda"});
+  }
 
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.error());
@@ -258,7 +287,7 @@ int run_bench(const BenchArgs& a) {
   std::vector<int32_t> ids(static_cast<size_t>(a.n_prompt + a.n_gen));
   for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab));
 
-  auto m = measure(model, sp, a, ids);
+  auto m = measure(model, sp, a, *device, ids);
   if (!m) return fail(m.error());
   // Read before the probe, whose 512 MiB buffer is not part of running the model.
   const int64_t peak_rss = peak_rss_bytes();
@@ -278,6 +307,8 @@ int run_bench(const BenchArgs& a) {
     j["model"] = a.model;
     j["engine"] = engine;
     j["simd"] = simd;
+    j["device"] = device_name(m->device);
+    j["backend"] = m->backend;
     j["n_threads"] = sp.n_threads;
     j["n_prompt"] = a.n_prompt;
     j["n_gen"] = a.n_gen;
@@ -303,6 +334,7 @@ int run_bench(const BenchArgs& a) {
              c.arch_name, c.n_layer, c.n_embd, c.n_ff, c.n_head, c.n_head_kv, c.n_vocab);
   fmt::print("engine     {} ({}), {} threads, KV f16, {} repeats\n", engine, simd, sp.n_threads,
              a.reps);
+  fmt::print("device     {}: {}\n", device_name(m->device), m->backend);
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
   fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10}\n", fmt::format("pp{}", a.n_prompt),
              m->pp.median, m->pp.min, m->pp.max, "");

@@ -18,17 +18,23 @@ namespace spw::cli {
 
 struct BenchArgs {
   std::string model;
-  int n_prompt = 512;      // -p: tokens of the pp test
-  int n_gen = 128;         // -n: tokens of the tg test
-  int n_threads = 0;       // -t; 0: all cores (the probe uses as many)
-  int reps = 3;            // -r: repeats of each test
-  bool reference = false;  // --reference: time the float64 ReferenceSession instead
-  bool json = false;       // --json: stdout is exactly one JSON object
+  int n_prompt = 512;           // -p: tokens of the pp test
+  int n_gen = 128;              // -n: tokens of the tg test
+  int n_threads = 0;            // -t; 0: all cores (the probe uses as many)
+  int reps = 3;                 // -r: repeats of each test
+  bool reference = false;       // --reference: time the float64 ReferenceSession instead
+  bool json = false;            // --json: stdout is exactly one JSON object
+  std::string device = "auto";  // --device: auto | cpu | cuda
 };
 
-/// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, n_threads negative,
-/// n_prompt + n_gen longer than the model's context, a model that does not load, an eval error.
-/// Progress lines go to stderr; stdout has only the table (or the JSON object).
+/// `device` ("auto" | "cpu" | "cuda", the --device flag) picks the fast path's backend once, for
+/// every session of the run (engine/session/device.h); the table and the JSON name it ("device":
+/// "cpu" | "cuda", "backend": "cpu (avx2, 2 threads)"). --reference always runs on the CPU.
+/// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, n_threads negative, an unknown
+/// device, --reference with device cuda, --device cuda without a usable GPU, n_prompt + n_gen
+/// longer than the model's context, a model that does not load, an eval error.
+/// Progress lines and a device note ("note: CUDA unavailable (...); running on the CPU") go to
+/// stderr; stdout has only the table (or the JSON object).
 int run_bench(const BenchArgs& a);
 
 }  // namespace spw::cli

@@ -17,11 +17,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/backend/cpu/cpu_session.h"
 #include "engine/chat/chat_template.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/reference_session.h"
+#include "engine/session/device.h"
 #include "engine/session/session.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -277,6 +277,13 @@ int run_generate(const GenerateArgs& a) {
   if (!kt) return fail(make_error("--cache-type-k: {}", kt.error().message));
   auto vt = parse_kv_type(a.cache_type_v);
   if (!vt) return fail(make_error("--cache-type-v: {}", vt.error().message));
+  auto device = parse_device(a.device);
+  if (!device) return fail(make_error("--device: {}", device.error().message));
+  if (a.reference && *device == DeviceKind::Cuda) {
+    return fail(
+        Error{"--reference runs the float64 oracle on the CPU; it cannot be combined with --device "
+              "cuda"});
+  }
 
   auto loaded = load_model(a.model);
   if (!loaded) return fail(loaded.error());
@@ -295,16 +302,19 @@ int run_generate(const GenerateArgs& a) {
   sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
-  // The fast CPU path by default; --reference selects the float64 oracle.
+  // The fast path on the chosen device by default; --reference selects the float64 oracle.
   std::unique_ptr<Session> session;
   if (a.reference) {
     auto r = ReferenceSession::create(model, sp);
     if (!r) return fail(r.error());
     session = std::move(*r);
   } else {
-    auto f = cpu::CpuSession::create(model, sp);
-    if (!f) return fail(f.error());
-    session = std::move(*f);
+    BackendOptions opts;
+    opts.device = *device;
+    auto choice = create_session(model, sp, opts);
+    if (!choice) return fail(choice.error());
+    if (!choice->note.empty()) std::fprintf(stderr, "note: %s\n", choice->note.c_str());
+    session = std::move(choice->session);
   }
   Session& s = *session;
 

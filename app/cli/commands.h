@@ -38,8 +38,13 @@ struct GenerateArgs {
   bool dump_logits = false;
   bool parse_special = false;
   bool reference = false;  // --reference: the float64 reference forward instead of the fast path
+  std::string device = "auto";  // --device auto | cpu | cuda (the fast path's backend)
   SamplerParams sampling;
 };
+/// generate: errors as the options' (a bad --device lists the accepted values; --reference
+/// with --device cuda is refused: the reference runs on the CPU only). Under --device auto a
+/// fallback to the CPU prints one line "note: CUDA unavailable (...); running on the CPU" to
+/// stderr.
 int run_generate(const GenerateArgs& a);
 
 /// chat-template: renders a system + user conversation with the model's chat template (or the

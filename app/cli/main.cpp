@@ -55,8 +55,7 @@ int main(int argc, char** argv) {
                   "Recognise special-token texts such as <s> in the input");
 
   GenerateArgs gen;
-  auto* c_gen =
-      app.add_subcommand("generate", "Generate text from a prompt (reference CPU engine)");
+  auto* c_gen = app.add_subcommand("generate", "Generate text from a prompt");
   c_gen->add_option("-m,--model", gen.model, "GGUF file")->required();
   auto* o_gp = c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text");
   auto* o_gf = c_gen->add_option("-f,--file", gen.prompt_file, "Read the prompt from a file");
@@ -90,7 +89,12 @@ int main(int argc, char** argv) {
                   "Include the last prompt position's logits in the JSON");
   c_gen->add_flag(
       "--reference", gen.reference,
-      "Use the float64 reference forward pass (the oracle; slow) instead of the fast CPU path");
+      "Use the float64 reference forward pass (the oracle; slow, CPU only) instead of the fast "
+      "path");
+  c_gen
+      ->add_option("--device", gen.device,
+                   "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
+      ->capture_default_str();
   c_gen->add_flag("--parse-special", gen.parse_special,
                   "Recognise special-token texts in the prompt");
 
@@ -123,7 +127,11 @@ int main(int argc, char** argv) {
   c_bench->add_option("-r,--repetitions", bench.reps, "Repeats of each test")
       ->capture_default_str();
   c_bench->add_flag("--reference", bench.reference,
-                    "Time the float64 reference forward pass instead of the fast CPU path");
+                    "Time the float64 reference forward pass (CPU only) instead of the fast path");
+  c_bench
+      ->add_option("--device", bench.device,
+                   "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
+      ->capture_default_str();
   c_bench->add_flag("--json", bench.json, "One JSON object on stdout");
 
   // Global options may follow the subcommand: let each subcommand hand unknown options back.

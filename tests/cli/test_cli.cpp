@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/session/device.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/hostile_gguf.h"
 #include "tests/support/test_model.h"
@@ -127,6 +128,93 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
   r = run({"generate", "-m", (tmp_dir() / "missing.gguf").string(), "-p", "x"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
+}
+
+// --device on the commands that run a model. The probe is asked in this process too: the
+// assertions about a machine without a usable GPU skip, saying so, where one is usable.
+TEST(CliDevice, BadValuesAndConflictsExitOne) {
+  const fs::path p = write_model("device.gguf", TestModelSpec{});
+  for (const char* cmd : {"generate", "bench"}) {
+    std::vector<std::string> args = {cmd, "-m", p.string(), "--device", "gpu"};
+    if (std::string(cmd) == "generate") args.insert(args.end(), {"-p", "the cat"});
+    Result r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_TRUE(r.out.empty()) << cmd << ": " << r.out;
+    for (const char* word : {"--device", "'gpu'", "auto", "cpu", "cuda"})
+      EXPECT_NE(r.err.find(word), std::string::npos) << cmd << " lacks " << word << ": " << r.err;
+
+    args = {cmd, "-m", p.string(), "--reference", "--device", "cuda"};
+    if (std::string(cmd) == "generate") args.insert(args.end(), {"-p", "the cat"});
+    r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_NE(r.err.find("--reference"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find("--device cuda"), std::string::npos) << cmd << ": " << r.err;
+  }
+}
+
+TEST(CliDevice, CpuAndAutoGiveTheSameTokens) {
+  const fs::path p = write_model("device-q8.gguf", [] {
+    TestModelSpec spec;
+    spec.weight_type = GgmlType::Q8_0;
+    return spec;
+  }());
+  const std::vector<std::string> base = {"generate", "-m", p.string(), "-p", "the cat sat",
+                                         "-n",       "6",  "--temp",   "0",  "--json"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--device", "cpu"});
+  const Result cpu = run(args);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(cpu.err.find("note:"), std::string::npos)
+      << "an explicit cpu needs no note: " << cpu.err;
+  const Result aut = run(base);  // auto is the default
+  ASSERT_EQ(aut.exit_code, 0) << aut.err;
+  ASSERT_EQ(std::count(aut.out.begin(), aut.out.end(), '\n'), 1) << "one JSON line: " << aut.out;
+  const CudaProbe probe = probe_cuda();
+  if (probe.usable) GTEST_SKIP() << "a CUDA device is usable here (" << probe.name << ")";
+  EXPECT_EQ(nlohmann::json::parse(aut.out)["generated_tokens"],
+            nlohmann::json::parse(cpu.out)["generated_tokens"]);
+  const std::string note = "note: CUDA unavailable (" + probe.reason + "); running on the CPU\n";
+  EXPECT_NE(aut.err.find(note), std::string::npos) << aut.err;
+  EXPECT_EQ(aut.err.find("note:"), aut.err.rfind("note:")) << "one note line: " << aut.err;
+}
+
+TEST(CliDevice, CudaWithoutAUsableGpuExitsOne) {
+  const CudaProbe probe = probe_cuda();
+  if (probe.usable) GTEST_SKIP() << "a CUDA device is usable here (" << probe.name << ")";
+  const fs::path p = write_model("device-cuda.gguf", TestModelSpec{});
+  Result r = run({"generate", "-m", p.string(), "-p", "the cat", "-n", "3", "--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.out.empty()) << "no half result on stdout: " << r.out;
+  EXPECT_NE(r.err.find("error: --device cuda: " + probe.reason), std::string::npos) << r.err;
+  r = run({"bench", "-m", p.string(), "-p", "8", "-n", "4", "-r", "1", "--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--device cuda"), std::string::npos) << r.err;
+}
+
+TEST(CliDevice, BenchJsonNamesDeviceAndBackend) {
+  const fs::path p = write_model("device-bench.gguf", TestModelSpec{});
+  Result r = run({"bench", "-m", p.string(), "--json", "-p", "8", "-n", "4", "-r", "1", "-t", "2",
+                  "--device", "cpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.value("device", ""), "cpu");
+  EXPECT_EQ(j.value("backend", "").rfind("cpu (", 0), 0u) << j.dump();
+  EXPECT_NE(j.value("backend", "").find("2 threads"), std::string::npos) << j.dump();
+
+  r = run({"bench", "-m", p.string(), "--json", "-p", "8", "-n", "4", "-r", "2"});  // auto
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);  // exactly one object: the note went to stderr
+  const CudaProbe probe = probe_cuda();
+  EXPECT_EQ(j.value("device", ""), probe.usable ? "cuda" : "cpu") << j.dump();
+  if (!probe.usable) {
+    EXPECT_NE(r.err.find("note: CUDA unavailable ("), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("note:"), r.err.rfind("note:")) << "one note for all repeats: " << r.err;
+  }
+
+  // The table says where it ran.
+  r = run({"bench", "-m", p.string(), "-p", "8", "-n", "4", "-r", "1", "--device", "cpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("device     cpu: cpu ("), std::string::npos) << r.out;
 }
 
 TEST(CliInfo, ReportsHyperparametersAsJson) {
