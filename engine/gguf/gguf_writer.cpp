@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -114,13 +116,33 @@ void GgufWriter::set(const std::string& key, GgufWriteValue value) {
   kv_.emplace_back(key, std::move(value));
 }
 
-void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
-                            std::vector<uint8_t> data) {
+namespace {
+
+uint64_t tensor_bytes(GgmlType type, const std::vector<int64_t>& ne) {
   int64_t rows = 1;
   for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
-  assert(data.size() == row_size(type, ne[0]) * static_cast<size_t>(rows));
-  (void)rows;
-  tensors_.push_back({name, type, std::move(ne), std::move(data)});
+  return row_size(type, ne.empty() ? 1 : ne[0]) * static_cast<uint64_t>(rows);
+}
+
+uint64_t padded(uint64_t n, uint64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                            std::vector<uint8_t> data) {
+  assert(data.size() == tensor_bytes(type, ne));
+  // The stored size, as before generated tensors existed (the assert is off in Release builds).
+  const uint64_t n_bytes = data.size();
+  tensors_.push_back({name, type, std::move(ne), std::move(data), RowFill{}, n_bytes});
+}
+
+void GgufWriter::add_tensor_generated(const std::string& name, GgmlType type,
+                                      std::vector<int64_t> ne, RowFill fill) {
+  assert(fill);
+  const uint64_t n_bytes = tensor_bytes(type, ne);
+  tensors_.push_back({name, type, std::move(ne), {}, std::move(fill), n_bytes});
 }
 
 void GgufWriter::add_tensor_f32(const std::string& name, GgmlType type, std::vector<int64_t> ne,
@@ -136,7 +158,7 @@ void GgufWriter::add_tensor_f32(const std::string& name, GgmlType type, std::vec
   add_tensor(name, type, std::move(ne), std::move(data));
 }
 
-std::vector<uint8_t> GgufWriter::serialize() const {
+std::vector<uint8_t> GgufWriter::header() const {
   ByteSink out;
   out.put<uint32_t>(0x46554747);
   out.put<uint32_t>(version_);
@@ -162,27 +184,77 @@ std::vector<uint8_t> GgufWriter::serialize() const {
     for (int64_t d : t.ne) out.put<uint64_t>(static_cast<uint64_t>(d));
     out.put<uint32_t>(static_cast<uint32_t>(t.type));
     out.put<uint64_t>(offset);
-    offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += padded(t.n_bytes, alignment_);
   }
   out.pad_to(alignment_);
-  for (const auto& t : tensors_) {
-    out.bytes.insert(out.bytes.end(), t.data.begin(), t.data.end());
-    out.pad_to(alignment_);
-  }
   return std::move(out.bytes);
 }
 
+namespace {
+
+// Rows of a generated tensor per fill call when streaming: about 8 MiB of data.
+int64_t rows_per_chunk(uint64_t row_bytes) {
+  constexpr uint64_t kChunkBytes = uint64_t{8} << 20;
+  return static_cast<int64_t>(
+      std::max<uint64_t>(1, kChunkBytes / std::max<uint64_t>(1, row_bytes)));
+}
+
+}  // namespace
+
+std::vector<uint8_t> GgufWriter::serialize() const {
+  std::vector<uint8_t> bytes = header();
+  for (const auto& t : tensors_) {
+    const size_t at = bytes.size();
+    bytes.resize(at + padded(t.n_bytes, alignment_), 0);
+    if (t.fill) {
+      const uint64_t rb = row_size(t.type, t.ne[0]);
+      t.fill(0, static_cast<int64_t>(t.n_bytes / rb), bytes.data() + at);
+    } else if (t.n_bytes > 0) {
+      std::memcpy(bytes.data() + at, t.data.data(), t.n_bytes);
+    }
+  }
+  return bytes;
+}
+
 Status GgufWriter::write(const std::string& path) const {
-  const std::vector<uint8_t> bytes = serialize();
   // A per-process temporary name: two writers of the same path never share it.
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return make_error("{}: cannot create: {}", path, std::strerror(errno));
-  const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
+  bool ok = true;
+  auto put = [&](const void* p, size_t n) {
+    if (ok && n > 0) ok = std::fwrite(p, 1, n, f) == n;
+  };
+  const std::vector<uint8_t> head = header();
+  put(head.data(), head.size());
+  static constexpr uint8_t kZeros[64] = {};  // alignment padding (alignment may exceed 64)
+  auto pad = [&](uint64_t n) {
+    for (uint64_t done = 0; done < n; done += sizeof kZeros)
+      put(kZeros, static_cast<size_t>(std::min<uint64_t>(sizeof kZeros, n - done)));
+  };
+  std::vector<uint8_t> chunk;
+  for (const auto& t : tensors_) {
+    if (!ok) break;
+    if (t.fill) {
+      const uint64_t rb = row_size(t.type, t.ne[0]);
+      const int64_t rows = static_cast<int64_t>(t.n_bytes / rb);
+      const int64_t step = rows_per_chunk(rb);
+      chunk.resize(static_cast<size_t>(std::min(step, rows) * rb));
+      for (int64_t r = 0; r < rows && ok; r += step) {
+        const int64_t n = std::min(step, rows - r);
+        t.fill(r, n, chunk.data());
+        put(chunk.data(), static_cast<size_t>(n * rb));
+      }
+    } else {
+      put(t.data.data(), t.data.size());
+    }
+    pad(padded(t.n_bytes, alignment_) - t.n_bytes);
+  }
   const bool flushed = std::fflush(f) == 0;
-  const int e = errno;
-  std::fclose(f);
-  if (n != bytes.size() || !flushed) {
+  int e = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (ok && flushed && !closed) e = errno;
+  if (!ok || !flushed || !closed) {
     std::remove(tmp.c_str());
     return make_error("{}: write failed: {}", path, std::strerror(e));
   }

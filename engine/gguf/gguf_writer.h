@@ -1,8 +1,11 @@
-// GGUF writer: builds a GGUF v3 (or v2) file in memory and writes it atomically
-// (temporary file + rename). Used to write test models and, later, KV snapshots.
+// GGUF writer: builds a GGUF v3 (or v2) file and writes it atomically (temporary file +
+// rename). Used to write test models and, later, KV snapshots. Tensors either hold their bytes
+// or are generated row by row while the file is written (add_tensor_generated), so a file of
+// many gigabytes is written without holding it in memory.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,17 @@ class GgufWriter {
   void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                   std::vector<uint8_t> data);
 
+  /// Fills rows [row0, row0 + n_rows) of a generated tensor into `dst`
+  /// (row_size(type, ne[0]) bytes per row, rows back to back). Must depend on nothing but
+  /// (row0, n_rows) and what it captured: write() and serialize() may split the rows into
+  /// chunks differently and call it from one thread at a time.
+  using RowFill = std::function<void(int64_t row0, int64_t n_rows, uint8_t* dst)>;
+
+  /// Adds a tensor whose bytes `fill` produces while the file is written. write() streams them
+  /// in chunks of a few MiB; serialize() materializes them like any other tensor.
+  void add_tensor_generated(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                            RowFill fill);
+
   /// Convenience: quantizes f32 rows (ne[0] per row) to `type` and adds them.
   void add_tensor_f32(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                       const std::vector<float>& values);
@@ -54,7 +68,8 @@ class GgufWriter {
   /// The whole file as bytes.
   std::vector<uint8_t> serialize() const;
 
-  /// Writes to `path` (temp file + rename). Errors name the path and the system error.
+  /// Writes to `path` (temp file + rename), streaming tensor data: memory stays a few MiB
+  /// beyond the stored tensors. Errors name the path and the system error.
   Status write(const std::string& path) const;
 
  private:
@@ -62,8 +77,13 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> data;
+    std::vector<uint8_t> data;  // empty for a generated tensor
+    RowFill fill;               // set for a generated tensor
+    uint64_t n_bytes = 0;       // row_size(type, ne[0]) * rows
   };
+  // Magic, version, counts, metadata and the tensor index, padded to the alignment: every
+  // byte before the first tensor's data.
+  std::vector<uint8_t> header() const;
   uint32_t version_;
   uint32_t alignment_;
   std::vector<std::pair<std::string, GgufWriteValue>> kv_;

@@ -5,11 +5,16 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <system_error>
 #include <thread>
 #include <unordered_set>
+
+#include "engine/common/fp16.h"
+#include "engine/common/parallel.h"
 
 namespace spw {
 
@@ -291,9 +296,35 @@ Status check_test_model_spec(const TestModelSpec& s) {
   return Status::Ok();
 }
 
-Expected<TestModel> build_test_model(const TestModelSpec& s) {
-  if (auto st = check_test_model_spec(s); !st) return st.error();
-  TestModel m;
+namespace {
+
+// A tensor of the model before any value is drawn: what build_test_model materializes and what
+// make_fast_random_model generates while writing. One list, so both paths write the same names,
+// shapes and types in the same order.
+struct TensorPlan {
+  enum class Kind { Matrix, Vector, RopeFactors };
+  Kind kind = Kind::Matrix;
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int64_t n_in = 0;  // Matrix: ne = [n_in, n_out]; Vector, RopeFactors: n_in elements
+  int64_t n_out = 1;
+  float center = 0, spread = 0;  // Vector: center + uniform(spread)
+
+  TestTensor materialize(const TestModelSpec& s) const {
+    switch (kind) {
+      case Kind::Matrix:
+        return matrix(s, name, type, n_in, n_out);
+      case Kind::Vector:
+        return vec(s, name, n_in, center, spread);
+      case Kind::RopeFactors:
+        return rope_factors(n_in);
+    }
+    return {};
+  }
+};
+
+// Keys (in `m`) and the tensor list of a spec. Precondition: check_test_model_spec(s).ok().
+std::vector<TensorPlan> plan_test_model(const TestModelSpec& s, TestModel& m) {
   m.gguf_version = s.gguf_version;
   m.alignment = s.alignment;
   using V = GgufWriteValue;
@@ -337,39 +368,212 @@ Expected<TestModel> build_test_model(const TestModelSpec& s) {
 
   const int64_t q_dim = s.n_head * s.head_dim;
   const int64_t kv_dim = s.n_head_kv * s.head_dim;
-  m.tensors.push_back(matrix(s, "token_embd.weight", s.embd(), s.n_embd, s.n_vocab));
-  if (s.rope_freqs) m.tensors.push_back(rope_factors(s.head_dim / 2));
+  using K = TensorPlan::Kind;
+  std::vector<TensorPlan> t;
+  auto mat = [&](const std::string& name, GgmlType type, int64_t n_in, int64_t n_out) {
+    t.push_back({K::Matrix, name, type, n_in, n_out});
+  };
+  auto vec1d = [&](const std::string& name, int64_t n, float center, float spread) {
+    t.push_back({K::Vector, name, GgmlType::F32, n, 1, center, spread});
+  };
+  mat("token_embd.weight", s.embd(), s.n_embd, s.n_vocab);
+  if (s.rope_freqs)
+    t.push_back({K::RopeFactors, "rope_freqs.weight", GgmlType::F32, s.head_dim / 2});
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
-    m.tensors.push_back(vec(s, p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    m.tensors.push_back(matrix(s, p + "attn_q.weight", s.layer_type("attn_q", i), s.n_embd, q_dim));
-    m.tensors.push_back(
-        matrix(s, p + "attn_k.weight", s.layer_type("attn_k", i), s.n_embd, kv_dim));
-    m.tensors.push_back(
-        matrix(s, p + "attn_v.weight", s.layer_type("attn_v", i), s.n_embd, kv_dim));
+    vec1d(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);
+    mat(p + "attn_q.weight", s.layer_type("attn_q", i), s.n_embd, q_dim);
+    mat(p + "attn_k.weight", s.layer_type("attn_k", i), s.n_embd, kv_dim);
+    mat(p + "attn_v.weight", s.layer_type("attn_v", i), s.n_embd, kv_dim);
     if (s.arch == "qwen2") {
-      m.tensors.push_back(vec(s, p + "attn_q.bias", q_dim, 0.0f, 0.1f * s.weight_scale));
-      m.tensors.push_back(vec(s, p + "attn_k.bias", kv_dim, 0.0f, 0.1f * s.weight_scale));
-      m.tensors.push_back(vec(s, p + "attn_v.bias", kv_dim, 0.0f, 0.1f * s.weight_scale));
+      vec1d(p + "attn_q.bias", q_dim, 0.0f, 0.1f * s.weight_scale);
+      vec1d(p + "attn_k.bias", kv_dim, 0.0f, 0.1f * s.weight_scale);
+      vec1d(p + "attn_v.bias", kv_dim, 0.0f, 0.1f * s.weight_scale);
     }
     if (s.arch == "qwen3") {
-      m.tensors.push_back(vec(s, p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
-      m.tensors.push_back(vec(s, p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
+      vec1d(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
+      vec1d(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
     }
-    m.tensors.push_back(
-        matrix(s, p + "attn_output.weight", s.layer_type("attn_output", i), q_dim, s.n_embd));
-    m.tensors.push_back(vec(s, p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    m.tensors.push_back(
-        matrix(s, p + "ffn_gate.weight", s.layer_type("ffn_gate", i), s.n_embd, s.n_ff));
-    m.tensors.push_back(
-        matrix(s, p + "ffn_up.weight", s.layer_type("ffn_up", i), s.n_embd, s.n_ff));
-    m.tensors.push_back(
-        matrix(s, p + "ffn_down.weight", s.layer_type("ffn_down", i), s.n_ff, s.n_embd));
+    mat(p + "attn_output.weight", s.layer_type("attn_output", i), q_dim, s.n_embd);
+    vec1d(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
+    mat(p + "ffn_gate.weight", s.layer_type("ffn_gate", i), s.n_embd, s.n_ff);
+    mat(p + "ffn_up.weight", s.layer_type("ffn_up", i), s.n_embd, s.n_ff);
+    mat(p + "ffn_down.weight", s.layer_type("ffn_down", i), s.n_ff, s.n_embd);
   }
-  m.tensors.push_back(vec(s, "output_norm.weight", s.n_embd, 1.0f, 0.1f));
-  if (!s.tied_embeddings)
-    m.tensors.push_back(matrix(s, "output.weight", s.output(), s.n_embd, s.n_vocab));
+  vec1d("output_norm.weight", s.n_embd, 1.0f, 0.1f);
+  if (!s.tied_embeddings) mat("output.weight", s.output(), s.n_embd, s.n_vocab);
+  return t;
+}
+
+}  // namespace
+
+Expected<TestModel> build_test_model(const TestModelSpec& s) {
+  if (auto st = check_test_model_spec(s); !st) return st.error();
+  TestModel m;
+  for (const TensorPlan& p : plan_test_model(s, m)) m.tensors.push_back(p.materialize(s));
   return m;
+}
+
+// ---- Fast random models -------------------------------------------------------------------
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void random_bytes(uint64_t& state, uint8_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t x = splitmix64(state);
+    std::memcpy(dst + i, &x, 8);
+  }
+  if (i < n) {
+    const uint64_t x = splitmix64(state);
+    std::memcpy(dst + i, &x, n - i);
+  }
+}
+
+// The f16 scale fields of one block type. Random codes average to `mid` (Q4_1, Q5_1, Q4_K,
+// Q5_K; 0 for the others); the min field cancels it so weights average to zero:
+// m = -mid * d for Q4_1/Q5_1 (y = d*q + m), dmin = mid * d for Q4_K/Q5_K (y = d*sc*q - dmin*mn,
+// where sc and mn share one distribution).
+struct BlockScales {
+  size_t d_at = 0;      // byte offset of d in the block
+  int min_at = -1;      // byte offset of m / dmin; -1: none
+  float min_per_d = 0;  // m / d or dmin / d
+};
+
+BlockScales block_scales(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_1:
+      return {0, 2, -7.5f};
+    case GgmlType::Q5_1:
+      return {0, 2, -15.5f};
+    case GgmlType::Q4_K:
+      return {0, 2, 7.5f};
+    case GgmlType::Q5_K:
+      return {0, 2, 15.5f};
+    case GgmlType::Q6_K:
+      return {offsetof(BlockQ6_K, d), -1, 0};
+    default:  // Q4_0, Q5_0, Q8_0: d first, no min
+      return {0, -1, 0};
+  }
+}
+
+bool is_float_type(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+}
+
+// Random code bytes with the scale fields set from `d`: the block's bytes for any d.
+void fill_blocks(GgmlType t, float d, uint64_t& state, uint8_t* row, size_t row_bytes) {
+  const auto traits = type_traits(static_cast<uint32_t>(t));
+  const size_t bs = static_cast<size_t>(traits->type_size);
+  const BlockScales sc = block_scales(t);
+  const uint16_t d_bits = fp32_to_fp16(d);
+  const uint16_t m_bits = fp32_to_fp16(sc.min_per_d * fp16_to_fp32(d_bits));
+  random_bytes(state, row, row_bytes);
+  for (size_t b = 0; b < row_bytes; b += bs) {
+    std::memcpy(row + b + sc.d_at, &d_bits, 2);
+    if (sc.min_at >= 0) std::memcpy(row + b + static_cast<size_t>(sc.min_at), &m_bits, 2);
+  }
+}
+
+// Standard deviation of the dequantized weights of random blocks with d = 1, measured once
+// per type (deterministic: a fixed seed).
+double unit_std(GgmlType t) {
+  constexpr int64_t kN = 8192;  // a multiple of every block size
+  std::vector<uint8_t> bytes(row_size(t, kN));
+  uint64_t state = 12345;
+  fill_blocks(t, 1.0f, state, bytes.data(), bytes.size());
+  std::vector<float> y(kN);
+  dequantize_row(t, bytes.data(), y.data(), kN);
+  double ss = 0;
+  for (float v : y) ss += static_cast<double>(v) * v;
+  return std::sqrt(ss / kN);
+}
+
+uint64_t row_seed(uint64_t tensor_seed, int64_t row) {
+  return tensor_seed ^ static_cast<uint64_t>(row) * 0xD1B54A32D192ED03ull;
+}
+
+// Rows are independent, so a chunk is filled on several threads (up to 16): writing to the
+// page cache is faster than one thread draws random bytes.
+int fill_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(hw, 1u, 16u));
+}
+
+// Rows of a random matrix: standard deviation `stddev`, mean about 0. Row r draws from its
+// own generator seeded with (tensor_seed, r), so any split into chunks or threads gives the
+// same bytes.
+GgufWriter::RowFill random_rows(GgmlType t, int64_t n_in, double stddev, uint64_t tensor_seed) {
+  const size_t rb = row_size(t, n_in);
+  if (is_float_type(t)) {
+    const float a = static_cast<float>(stddev * std::sqrt(3.0));  // uniform on [-a, a)
+    return [t, n_in, rb, a, tensor_seed](int64_t row0, int64_t n_rows, uint8_t* dst) {
+      parallel_for(n_rows, fill_threads(), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          uint64_t state = row_seed(tensor_seed, row0 + r);
+          uint8_t* out = dst + static_cast<size_t>(r) * rb;
+          for (int64_t i = 0; i < n_in; ++i) {
+            const float u = static_cast<float>(splitmix64(state) >> 40) * (1.0f / 16777216.0f);
+            const float x = (2.0f * u - 1.0f) * a;
+            if (t == GgmlType::F32) {
+              std::memcpy(out + 4 * i, &x, 4);
+            } else {
+              const uint16_t h = t == GgmlType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x);
+              std::memcpy(out + 2 * i, &h, 2);
+            }
+          }
+        }
+      });
+    };
+  }
+  const float d = static_cast<float>(stddev / unit_std(t));
+  return [t, rb, d, tensor_seed](int64_t row0, int64_t n_rows, uint8_t* dst) {
+    parallel_for(n_rows, fill_threads(), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        uint64_t state = row_seed(tensor_seed, row0 + r);
+        fill_blocks(t, d, state, dst + static_cast<size_t>(r) * rb, rb);
+      }
+    });
+  };
+}
+
+uint64_t tensor_seed(uint32_t seed, const std::string& name) {  // FNV-1a 64 over name
+  uint64_t h = 14695981039346656037ull ^ (uint64_t{seed} * 0x9E3779B97F4A7C15ull);
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+Expected<GgufWriter> make_fast_random_model(const TestModelSpec& s) {
+  if (auto st = check_test_model_spec(s); !st) return st.error();
+  TestModel m;
+  const std::vector<TensorPlan> plan = plan_test_model(s, m);
+  GgufWriter w = m.to_writer();  // the keys
+  for (const TensorPlan& p : plan) {
+    if (p.kind != TensorPlan::Kind::Matrix) {  // 1-D: small, the same values as build_test_model
+      TestTensor t = p.materialize(s);
+      w.add_tensor(t.name, t.type, std::move(t.ne), std::move(t.data));
+      continue;
+    }
+    const double stddev = s.weight_scale / std::sqrt(static_cast<double>(p.n_in));
+    w.add_tensor_generated(p.name, p.type, {p.n_in, p.n_out},
+                           random_rows(p.type, p.n_in, stddev, tensor_seed(s.seed, p.name)));
+  }
+  return w;
+}
+
+Status write_fast_random_model(const TestModelSpec& spec, const std::string& path) {
+  auto w = make_fast_random_model(spec);
+  if (!w) return w.error();
+  return w->write(path);
 }
 
 TestTensor* TestModel::find_tensor(const std::string& name) {

@@ -107,6 +107,19 @@ GgufWriter make_test_model(const TestModelSpec& spec);
 /// Builds and writes the model to `path`. Errors: the spec's, or the writer's (names the path).
 Status write_test_model(const TestModelSpec& spec, const std::string& path);
 
+/// A fast random model for speed tests and shape checks: the keys, tensor names, shapes and
+/// types of build_test_model(spec), but every matrix is random bytes generated while the file
+/// is written (GgufWriter::add_tensor_generated), so a Llama-3-8B-shaped Q4_K_M file (~4.9 GB)
+/// takes seconds and a few MiB of memory. Block scales are set so that each matrix's
+/// dequantized weights average ~0 with standard deviation weight_scale / sqrt(n_in), as
+/// build_test_model's do; 1-D tensors (norms ~1, biases, rope factors) are build_test_model's.
+/// Reproducible (same spec, same bytes), but the matrices differ from build_test_model's.
+/// Fails as check_test_model_spec does.
+Expected<GgufWriter> make_fast_random_model(const TestModelSpec& spec);
+
+/// make_fast_random_model(spec), written to `path` (streamed).
+Status write_fast_random_model(const TestModelSpec& spec, const std::string& path);
+
 /// The vocabulary a test model carries (n_vocab entries, all distinct): "<unk>", "<s>", "</s>",
 /// "<0x00>".."<0xFF>", "▁", "a".."z", then common pieces ("▁t", "he", "▁the", ...) and
 /// generated letter strings. Precondition: n_vocab >= 260.

@@ -1,9 +1,15 @@
 // spillway-testmodel: writes a random, reproducible Llama-family GGUF model for tests.
 //   spillway-testmodel -o tiny.gguf --arch qwen3 --type Q4_K --n-embd 256 --n-ff 512 --head-dim 64
 //   spillway-testmodel -o mixed.gguf --mix q4_k_m --n-embd 256 --n-ff 512
+// A Llama-3-8B-shaped Q4_K_M file (~4.9 GB) of random blocks, written in seconds:
+//   spillway-testmodel -o llama8b.gguf --fast-random --mix q4_k_m --n-vocab 128256 --n-embd 4096
+//       --n-layer 32 --n-head 32 --n-head-kv 8 --n-ff 14336 --ctx 8192
 // Errors go to stderr with exit status 1.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -41,6 +47,10 @@ int main(int argc, char** argv) {
   app.add_flag("--tied", spec.tied_embeddings, "Omit output.weight (tied embeddings)");
   app.add_flag("--rope-freqs", spec.rope_freqs, "Add rope_freqs.weight (Llama 3.1 style)");
   app.add_option("--seed", spec.seed, "Random seed");
+  bool fast_random = false;
+  app.add_flag("--fast-random", fast_random,
+               "Fill matrices with random blocks (scales set so weights keep a 1/sqrt(n_in) "
+               "spread) while streaming them to the file: for large speed-test models");
   app.add_option("--version", spec.gguf_version, "GGUF version")->check(CLI::IsMember({2, 3}));
 
   try {
@@ -69,11 +79,23 @@ int main(int argc, char** argv) {
   spec.n_ff = n_ff;
   spec.n_ctx = n_ctx;
 
-  if (auto st = spw::write_test_model(spec, out); !st) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const spw::Status st =
+      fast_random ? spw::write_fast_random_model(spec, out) : spw::write_test_model(spec, out);
+  if (!st) {
     std::fprintf(stderr, "spillway-testmodel: %s\n", st.error().message.c_str());
     return 1;
   }
-  fmt::print("wrote {} ({} {}, {} layers, n_embd {}, n_vocab {})\n", out, spec.arch,
-             spec.mix.empty() ? type : spec.mix, spec.n_layer, spec.n_embd, spec.n_vocab);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(out, ec);
+  fmt::print("wrote {} ({} {}{}, {} layers, n_embd {}, n_vocab {})", out, spec.arch,
+             spec.mix.empty() ? type : spec.mix, fast_random ? ", fast random" : "", spec.n_layer,
+             spec.n_embd, spec.n_vocab);
+  if (fast_random && !ec) {
+    fmt::print(": {} bytes in {:.2f} s ({:.0f} MB/s)", bytes, secs,
+               secs > 0 ? static_cast<double>(bytes) / secs / 1e6 : 0.0);
+  }
+  fmt::print("\n");
   return 0;
 }

@@ -1,0 +1,53 @@
+// spillway-bench: `spillway-cli bench` as a program of its own, without Qt, for builds that have
+// no app layer (SPILLWAY_DEVICE_ONLY on a bare GPU machine). Same flags, same output, same exit
+// codes: run_bench (app/cli/bench.cpp) does the work.
+//   spillway-bench -m model.gguf -p 512 -n 128 -r 3 --device cuda --json
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "app/cli/bench.h"
+
+int main(int argc, char** argv) {
+  spw::cli::BenchArgs a;
+  CLI::App app{
+      "spillway-bench: prompt-processing and generation speed, bandwidth and peak memory "
+      "(llama-bench; the same as `spillway-cli bench`)"};
+  app.add_option("-m,--model", a.model, "GGUF file")->required();
+  app.add_option("-p,--n-prompt", a.n_prompt, "Prompt tokens of the pp test")
+      ->capture_default_str();
+  app.add_option("-n,--n-gen", a.n_gen, "Generated tokens of the tg test")->capture_default_str();
+  app.add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
+  app.add_option("-r,--repetitions", a.reps, "Repeats of each test")->capture_default_str();
+  // Checked by run_bench, as for spillway-cli, so both print the same error.
+  app.add_option("--device", a.device,
+                 "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
+      ->capture_default_str();
+  app.add_flag("--reference", a.reference,
+               "Time the float64 reference forward pass (CPU only) instead of the fast path");
+  app.add_flag("--json", a.json, "One JSON object on stdout");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
+    return 1;
+  }
+  int rc = 1;
+  try {
+    rc = spw::cli::run_bench(a);
+  } catch (const std::exception& e) {  // allocation failure and the like: exit 1, not a signal
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: cannot write to standard output: %s\n", std::strerror(errno));
+    return 1;
+  }
+  return rc;
+}
