@@ -71,6 +71,9 @@ class GgufWriter {
   /// Writes to `path` (temp file + rename), streaming tensor data: memory stays a few MiB
   /// beyond the stored tensors. Errors name the path and the system error.
   Status write(const std::string& path) const;
+  /// The temporary file write(path) fills before renaming it onto path ("PATH.tmp.PID"), so a
+  /// tool can remove it when interrupted.
+  static std::string temp_path_for(const std::string& path);
 
  private:
   struct Tensor {

@@ -17,6 +17,10 @@ inline std::string cuda_unusable_reason() {
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky error for later calls
+    if (e == cudaErrorInsufficientDriver) {  // also what the runtime says when there is none
+      return "no usable CUDA device: no NVIDIA driver, or one too old for this CUDA runtime "
+             "(cudaErrorInsufficientDriver)";
+    }
     return std::string("no usable CUDA device: ") + cudaGetErrorString(e);
   }
   if (n == 0) return "no CUDA device found";

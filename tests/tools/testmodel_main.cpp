@@ -5,6 +5,9 @@
 //   spillway-testmodel -o llama8b.gguf --fast-random --mix q4_k_m --n-vocab 128256 --n-embd 4096
 //       --n-layer 32 --n-head 32 --n-head-kv 8 --n-ff 14336 --ctx 8192
 // Errors go to stderr with exit status 1.
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +17,38 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "engine/gguf/gguf_writer.h"
 #include "tests/support/test_model.h"
+
+namespace {
+
+// The temporary files an interrupted write would leave (the path as given and, for a symlink,
+// as resolved): removed by the SIGINT/SIGTERM/SIGHUP handler. Fixed buffers: the handler may
+// only call async-signal-safe functions.
+char g_tmp_paths[2][4096];
+
+extern "C" void remove_temp_and_exit(int sig) {
+  for (const char* p : g_tmp_paths)
+    if (p[0] != '\0') ::unlink(p);
+  ::_exit(128 + sig);
+}
+
+void remove_temp_on_signals(const std::string& out) {
+  std::error_code ec;
+  const std::string resolved = std::filesystem::weakly_canonical(out, ec).string();
+  const std::string paths[2] = {spw::GgufWriter::temp_path_for(out),
+                                ec ? std::string() : spw::GgufWriter::temp_path_for(resolved)};
+  for (int i = 0; i < 2; ++i) {
+    if (paths[i].size() < sizeof g_tmp_paths[i])
+      std::snprintf(g_tmp_paths[i], sizeof g_tmp_paths[i], "%s", paths[i].c_str());
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = remove_temp_and_exit;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   spw::TestModelSpec spec;
@@ -80,6 +114,7 @@ int main(int argc, char** argv) {
   spec.n_ctx = n_ctx;
 
   const auto t0 = std::chrono::steady_clock::now();
+  remove_temp_on_signals(out);
   const spw::Status st =
       fast_random ? spw::write_fast_random_model(spec, out) : spw::write_test_model(spec, out);
   if (!st) {

@@ -1,8 +1,11 @@
 // GGUF writer -> reader round trips: every metadata type (scalars, arrays, arrays of arrays),
 // GGUF v2 and v3, alignment 32 and 64, every supported tensor type; typed getters' errors.
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -411,6 +414,33 @@ TEST(GgufWriterErrors, WriteIntoMissingDirectoryNamesThePath) {
   const Status st = w.write(path);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("no/such/dir/x.gguf"), std::string::npos) << st.error().message;
+}
+
+TEST(GgufWriterErrors, NonRegularOutputIsRefusedAndLeftAlone) {
+  TempDir dir("spillway-gguf");
+  GgufWriter w;
+  const std::string fifo = dir.file("pipe.gguf");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Status st = w.write(fifo);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("not a regular file"), std::string::npos)
+      << st.error().message;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));  // not renamed over
+  const Status sd = w.write(dir.path());
+  ASSERT_FALSE(sd.ok());
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path()));
+  EXPECT_FALSE(std::filesystem::exists(GgufWriter::temp_path_for(fifo)));
+}
+
+TEST(GgufWriterErrors, SymlinkIsFollowedAndStaysALink) {
+  TempDir dir("spillway-gguf");
+  GgufWriter w;
+  const std::string link = dir.file("link.gguf");
+  std::filesystem::create_symlink("target.gguf", link);  // dangling until written
+  ASSERT_TRUE(w.write(link).ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(std::filesystem::symlink_status(link)));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir.file("target.gguf")));
+  EXPECT_TRUE(GgufFile::open(link).ok());
 }
 
 }  // namespace
