@@ -1,0 +1,517 @@
+#include "engine/kv/kv_cache.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <optional>
+
+#include "engine/backend/cpu/ops.h"
+#include "engine/common/size.h"
+#include "engine/kv/kv_storage.h"
+#include "engine/kv/spill_file.h"
+#include "engine/kv/spill_queue.h"
+
+namespace spw::kv {
+namespace {
+
+// Window slots beyond the window's own blocks: a block that has left the window keeps its slot
+// until the copy thread has copied it out, so with two spares decode normally never waits.
+constexpr int64_t kSpareWindowSlots = 2;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One row (one head, one position) f32 -> the cache type.
+void write_row(GgmlType type, const float* x, uint8_t* dst, int64_t n) {
+  switch (type) {
+    case GgmlType::F32:
+      std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
+      break;
+    case GgmlType::F16:
+      cpu::f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n);
+      break;
+    case GgmlType::Q8_0:
+      cpu::f32_to_q8_0_row(x, dst, n);
+      break;
+    default:
+      assert(false && "unsupported KV type");
+  }
+}
+
+// Life of a logical block in the table. Window, Spilling and Failed are all read from the
+// window slot; only a landed spill (Cold) is read from its cold slot.
+enum class State : uint8_t {
+  Unused,    // no position of it reserved
+  Window,    // in its window slot
+  Spilling,  // queued on the copy thread; still read from (and holding) its window slot
+  Failed,    // its spill failed; stays in its window slot for good (the cache is in error)
+  Cold,      // landed in cold_tier / cold_slot; window slot given back
+};
+
+struct BlockEntry {
+  State state = State::Unused;
+  Tier cold_tier = Tier::Host;
+  int32_t window_slot = -1;
+  int64_t cold_slot = -1;
+};
+
+}  // namespace
+
+std::string_view tier_name(Tier t) {
+  switch (t) {
+    case Tier::Window:
+      return "window";
+    case Tier::Host:
+      return "host";
+    case Tier::Disk:
+      return "disk";
+  }
+  return "?";
+}
+
+struct KvCache::Impl {
+  KvCacheConfig config;
+  // Geometry. A block is [n_layer][K part: n_kv_heads * block_size * row_k,
+  //                                V part: n_kv_heads * block_size * row_v].
+  int64_t row_k = 0, row_v = 0;  // bytes of one head's row of one position
+  int64_t layer_k_bytes = 0, layer_bytes = 0, block_bytes = 0;
+  int64_t n_sink_blocks = 0, n_recent_blocks = 0;           // the window = sinks + recent
+  int64_t host_budget_blocks = -1, disk_budget_blocks = 0;  // what the budgets hold (-1: no limit)
+  int64_t max_tokens = 0;
+
+  // Bookkeeping: the block table (sized for max_tokens, so it never reallocates under readers)
+  // and the free cold slots. Written by the writer thread only.
+  std::vector<BlockEntry> table;
+  std::vector<int64_t> free_host, free_disk;  // stacks, lowest slot on top
+  int64_t n_tokens = 0, reserved = 0;
+  int64_t n_window = 0, n_host = 0, n_disk = 0;  // blocks read from each tier
+  int64_t retire_cursor = 0;  // blocks in [n_sink_blocks, retire_cursor) have left the window
+  std::optional<Error> spill_error;  // first failed spill; sticky until clear()/restore()
+
+  // Storage.
+  WindowPool window;
+  std::unique_ptr<HostArena> host;
+  std::unique_ptr<SpillFile> disk;  // null without a disk budget
+
+  KvTelemetry telemetry;
+  // Last: destroyed first, so the copy thread drains while the tiers it writes still exist.
+  std::unique_ptr<SpillQueue> queue;
+
+  explicit Impl(const KvCacheConfig& c, int64_t block_bytes_)
+      : config(c), block_bytes(block_bytes_), window(block_bytes_) {}
+
+  int64_t window_blocks() const { return n_sink_blocks + n_recent_blocks; }
+
+  // Runs on the copy thread: reads only the job and the (immutable) tiers.
+  Status copy_block(const SpillJob& job) {
+    Status st = Status::Ok();
+    if (static_cast<Tier>(job.tier) == Tier::Host) {
+      std::memcpy(host->slot(job.slot), job.src, static_cast<size_t>(block_bytes));
+      telemetry.window_to_host_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
+    } else if (config.fail_disk_write && !config.fail_disk_write(job.slot)) {
+      st = disk->write_error(EIO);  // injected, as the kernel would report it
+    } else {
+      st = disk->write_slot(job.slot, job.src);
+      if (st) telemetry.window_to_disk_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
+    }
+    telemetry.spills_pending.fetch_sub(1, std::memory_order_relaxed);
+    return st;
+  }
+
+  const uint8_t* read_base(const BlockEntry& e) const {
+    assert(e.state != State::Unused);
+    if (e.state != State::Cold) return window.slot(e.window_slot);
+    if (e.cold_tier == Tier::Host) return host->slot(e.cold_slot);
+    return disk->slot(e.cold_slot);
+  }
+
+  void publish() {
+    const auto set = [](std::atomic<int64_t>& a, int64_t v) {
+      a.store(v, std::memory_order_relaxed);
+    };
+    set(telemetry.window_blocks, n_window);
+    set(telemetry.host_blocks, n_host);
+    set(telemetry.disk_blocks, n_disk);
+    set(telemetry.window_bytes, n_window * block_bytes);
+    set(telemetry.host_bytes, n_host * block_bytes);
+    set(telemetry.disk_bytes, n_disk * block_bytes);
+  }
+
+  // Applies the copies the copy thread has finished: a landed block is read from its cold slot
+  // from now on and its window slot is free; a failed one stays in the window.
+  void apply_landed() {
+    std::vector<SpillDone> done;
+    queue->take_landed(done);
+    for (SpillDone& d : done) {
+      BlockEntry& e = table[static_cast<size_t>(d.job.block)];
+      assert(e.state == State::Spilling);
+      if (d.status.ok()) {
+        window.give_back(e.window_slot);
+        e.window_slot = -1;
+        e.state = State::Cold;
+        --n_window;
+        ++(e.cold_tier == Tier::Host ? n_host : n_disk);
+      } else {
+        (e.cold_tier == Tier::Host ? free_host : free_disk).push_back(e.cold_slot);
+        e.cold_slot = -1;
+        e.state = State::Failed;
+        if (!spill_error) spill_error = d.status.error();
+      }
+    }
+    if (!done.empty()) publish();
+  }
+
+  // Queues the spill of block b (full, out of the window) to a free Host slot, else Disk.
+  void queue_spill(int64_t b) {
+    BlockEntry& e = table[static_cast<size_t>(b)];
+    assert(e.state == State::Window);
+    if (!free_host.empty()) {
+      e.cold_tier = Tier::Host;
+      e.cold_slot = free_host.back();
+      free_host.pop_back();
+    } else if (!free_disk.empty()) {
+      e.cold_tier = Tier::Disk;
+      e.cold_slot = free_disk.back();
+      free_disk.pop_back();
+    } else {
+      // max_tokens() leaves a cold slot for every block out of the window; unreachable.
+      assert(false && "no cold slot for a block leaving the window");
+      return;
+    }
+    e.state = State::Spilling;
+    telemetry.spills_pending.fetch_add(1, std::memory_order_relaxed);
+    queue->push(
+        SpillJob{b, static_cast<uint8_t>(e.cold_tier), e.cold_slot, window.slot(e.window_slot)});
+  }
+
+  // Spills the blocks that are no longer sinks or among the n_recent_blocks most recent of
+  // [0, n_blocks), except those from keep_from on (being written in this ubatch). Blocks leave
+  // the window in order and never come back, hence the cursor.
+  void retire(int64_t n_blocks, int64_t keep_from) {
+    if (spill_error) return;  // the cache is in error: keep what it holds where it is
+    const int64_t end = std::min(n_blocks - n_recent_blocks, keep_from);
+    for (; retire_cursor < end; ++retire_cursor) {
+      if (table[static_cast<size_t>(retire_cursor)].state == State::Window) {
+        queue_spill(retire_cursor);
+      }
+    }
+  }
+
+  // A window slot for a new block: a free one; else a new one while the pool is below the
+  // window's size plus spares; else the slot of a spill in flight, once it lands; else (a
+  // ubatch spanning more blocks than the window) a new one.
+  int32_t take_window_slot() {
+    const int64_t n_table = static_cast<int64_t>(table.size());
+    const int64_t base = std::min(window_blocks(), n_table) + kSpareWindowSlots;
+    for (;;) {
+      if (window.n_free() > 0) return window.take();
+      if (window.size() < base) return window.grow();
+      if (queue->in_flight() == 0) {
+        apply_landed();
+        if (window.n_free() > 0) continue;
+        return window.grow();
+      }
+      queue->wait_one();
+      apply_landed();
+    }
+  }
+
+  // Drops blocks allocated for positions from n_tokens on (a reservation not committed).
+  void release_uncommitted() {
+    for (auto b = static_cast<size_t>(ceil_div(n_tokens, config.block_size)); b < table.size();
+         ++b) {
+      BlockEntry& e = table[b];
+      if (e.state == State::Unused) break;
+      assert(e.state == State::Window);
+      window.give_back(e.window_slot);
+      e = BlockEntry{};
+      --n_window;
+    }
+    reserved = 0;
+  }
+
+  void reset() {
+    queue->wait_all();
+    std::vector<SpillDone> discard;
+    queue->take_landed(discard);
+    std::fill(table.begin(), table.end(), BlockEntry{});
+    window.release_all();
+    const auto refill = [](std::vector<int64_t>& v, int64_t n) {
+      v.clear();
+      for (int64_t i = n - 1; i >= 0; --i) v.push_back(i);
+    };
+    refill(free_host, host->n_slots());
+    refill(free_disk, disk ? disk->n_slots() : 0);
+    n_tokens = reserved = 0;
+    n_window = n_host = n_disk = 0;
+    retire_cursor = n_sink_blocks;
+    spill_error.reset();
+    publish();
+  }
+
+  std::string capacity_detail() const {
+    std::string s = fmt::format("(window {} tokens", window_blocks() * config.block_size);
+    if (host_budget_blocks < 0) {
+      s += ", host unlimited";
+    } else {
+      s +=
+          fmt::format(", host {} = {} blocks", format_size(config.host_budget), host_budget_blocks);
+    }
+    if (config.disk_budget == 0) {
+      s += ", no disk budget";
+    } else {
+      s +=
+          fmt::format(", disk {} = {} blocks", format_size(config.disk_budget), disk_budget_blocks);
+    }
+    if (max_tokens == config.n_ctx) s += fmt::format(", context {} tokens", config.n_ctx);
+    return s + ")";
+  }
+};
+
+namespace {
+
+Status validate(const KvCacheConfig& c) {
+  if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.head_dim_v <= 0 || c.n_ctx <= 0) {
+    return make_error(
+        "invalid KV cache shape: n_layer {}, n_kv_heads {}, head_dim {}, head_dim_v {}, n_ctx {} "
+        "(all must be > 0)",
+        c.n_layer, c.n_kv_heads, c.head_dim, c.head_dim_v, c.n_ctx);
+  }
+  for (const GgmlType t : {c.type_k, c.type_v}) {
+    if (t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::Q8_0) {
+      return make_error("KV cache type {} is not supported (use f32, f16 or q8_0)",
+                        type_name(static_cast<uint32_t>(t)));
+    }
+  }
+  if (c.type_k == GgmlType::Q8_0 && c.head_dim % kQK8_0 != 0) {
+    return make_error("q8_0 KV cache needs head_dim % 32 == 0 (this model has head_dim {})",
+                      c.head_dim);
+  }
+  if (c.type_v == GgmlType::Q8_0 && c.head_dim_v % kQK8_0 != 0) {
+    return make_error("q8_0 KV cache needs head_dim % 32 == 0 (this model has V head_dim {})",
+                      c.head_dim_v);
+  }
+  if (c.block_size < 1) return make_error("--kv-block must be >= 1 (got {})", c.block_size);
+  if (c.n_sinks < 0) return make_error("--kv-sinks must be >= 0 (got {})", c.n_sinks);
+  if (c.window_tokens < 1) return make_error("--kv-window must be >= 1 (got {})", c.window_tokens);
+  if (c.disk_budget < 0) return make_error("--disk-budget must be >= 0 (got {})", c.disk_budget);
+  if (c.disk_budget > 0 && c.spill_dir.empty()) {
+    return make_error("--disk-budget {} needs a folder for the spill file (--spill-dir DIR)",
+                      format_size(c.disk_budget));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
+  if (Status st = validate(config); !st) return st.error();
+  const KvCacheConfig& c = config;
+  const int64_t row_k = static_cast<int64_t>(row_size(c.type_k, c.head_dim));
+  const int64_t row_v = static_cast<int64_t>(row_size(c.type_v, c.head_dim_v));
+  const int64_t layer_k_bytes = c.n_kv_heads * c.block_size * row_k;
+  const int64_t layer_bytes = layer_k_bytes + c.n_kv_heads * c.block_size * row_v;
+
+  auto impl = std::make_unique<Impl>(config, c.n_layer * layer_bytes);
+  Impl& m = *impl;
+  m.row_k = row_k;
+  m.row_v = row_v;
+  m.layer_k_bytes = layer_k_bytes;
+  m.layer_bytes = layer_bytes;
+  m.n_sink_blocks = ceil_div(c.n_sinks, c.block_size);
+  m.n_recent_blocks = ceil_div(c.window_tokens, c.block_size);
+
+  // Cold slots: what the budgets hold, but never more than n_ctx can use (an unlimited or huge
+  // budget does not preallocate a disk file or reserve RAM for positions that cannot exist).
+  const int64_t cold_needed =
+      std::max<int64_t>(0, ceil_div(c.n_ctx, c.block_size) - m.window_blocks());
+  m.host_budget_blocks = c.host_budget < 0 ? -1 : c.host_budget / m.block_bytes;
+  m.disk_budget_blocks = c.disk_budget / m.block_bytes;
+  const int64_t host_slots =
+      m.host_budget_blocks < 0 ? cold_needed : std::min(m.host_budget_blocks, cold_needed);
+  const int64_t disk_slots = std::min(m.disk_budget_blocks, cold_needed - host_slots);
+  m.max_tokens = std::min(c.n_ctx, (m.window_blocks() + host_slots + disk_slots) * c.block_size);
+  m.table.resize(static_cast<size_t>(ceil_div(m.max_tokens, c.block_size)));
+
+  auto host = HostArena::create(host_slots, m.block_bytes);
+  if (!host) return host.error();
+  m.host = std::move(host.value());
+  if (c.disk_budget > 0) {
+    auto disk = SpillFile::create(c.spill_dir, disk_slots, m.block_bytes, c.disk_budget);
+    if (!disk) return disk.error();
+    m.disk = std::move(disk.value());
+  }
+  Impl* self = impl.get();
+  m.queue =
+      std::make_unique<SpillQueue>([self](const SpillJob& job) { return self->copy_block(job); });
+  m.reset();
+  return std::unique_ptr<KvCache>(new KvCache(std::move(impl)));
+}
+
+KvCache::KvCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KvCache::~KvCache() = default;
+
+const KvCacheConfig& KvCache::config() const { return impl_->config; }
+int64_t KvCache::max_tokens() const { return impl_->max_tokens; }
+std::string KvCache::capacity_detail() const { return impl_->capacity_detail(); }
+int64_t KvCache::n_tokens() const { return impl_->n_tokens; }
+int64_t KvCache::block_bytes() const { return impl_->block_bytes; }
+
+Status KvCache::reserve(int64_t n) {
+  Impl& m = *impl_;
+  assert(n >= 0);
+  m.apply_landed();
+  if (m.spill_error) return *m.spill_error;
+  if (m.reserved > 0) m.release_uncommitted();
+  if (m.n_tokens + n > m.max_tokens) {
+    return make_error("context full: {} tokens fit in the budgets you set {}", m.max_tokens,
+                      m.capacity_detail());
+  }
+  if (n == 0) return Status::Ok();
+  const int64_t bs = m.config.block_size;
+  const int64_t first = m.n_tokens / bs;  // the block of the first reserved position
+  const int64_t n_blocks = ceil_div(m.n_tokens + n, bs);
+  // Blocks before `first` are full and committed: those that are now out of the window spill
+  // (before taking slots, so their copies are under way while we allocate).
+  m.retire(n_blocks, first);
+  for (int64_t b = first; b < n_blocks; ++b) {
+    BlockEntry& e = m.table[static_cast<size_t>(b)];
+    if (e.state != State::Unused) continue;  // the partial block being filled
+    const int32_t slot = m.take_window_slot();
+    m.table[static_cast<size_t>(b)] = BlockEntry{State::Window, Tier::Host, slot, -1};
+    ++m.n_window;
+  }
+  // Blocks still in flight beyond the spares (those a long prefill ubatch spilled at commit)
+  // hold window slots: wait for them here, once, so the window keeps to its size in decode.
+  const int64_t tail = std::max(m.n_sink_blocks, std::min(n_blocks - m.n_recent_blocks, first));
+  const int64_t needed =
+      std::min(m.n_sink_blocks, n_blocks) + std::max<int64_t>(0, n_blocks - tail);
+  while (m.n_window > needed + kSpareWindowSlots && m.queue->in_flight() > 0) {
+    m.queue->wait_one();
+    m.apply_landed();
+  }
+  m.reserved = n;
+  m.publish();
+  return Status::Ok();
+}
+
+void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) {
+  Impl& m = *impl_;
+  const KvCacheConfig& c = m.config;
+  assert(layer >= 0 && layer < c.n_layer);
+  assert(pos >= m.n_tokens && pos < m.n_tokens + m.reserved);
+  const BlockEntry& e = m.table[static_cast<size_t>(pos / c.block_size)];
+  assert(e.state == State::Window);
+  uint8_t* base = m.window.slot(e.window_slot) + layer * m.layer_bytes;
+  const int64_t r = pos % c.block_size;
+  for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+    const int64_t row = h * c.block_size + r;  // [n_kv_heads][block_size]
+    write_row(c.type_k, k + h * c.head_dim, base + row * m.row_k, c.head_dim);
+    write_row(c.type_v, v + h * c.head_dim_v, base + m.layer_k_bytes + row * m.row_v, c.head_dim_v);
+  }
+}
+
+void KvCache::commit(int64_t n) {
+  Impl& m = *impl_;
+  assert(n >= 0 && n <= m.reserved);
+  m.n_tokens += n;
+  m.release_uncommitted();  // positions reserved but not committed, if n < reserved
+  // Blocks of a long ubatch that are already out of the recent window spill now.
+  m.retire(ceil_div(m.n_tokens, m.config.block_size), INT64_MAX);
+  m.apply_landed();
+  m.publish();
+}
+
+void KvCache::blocks(int64_t layer, int64_t end, std::vector<BlockView>& out) const {
+  const Impl& m = *impl_;
+  const int64_t bs = m.config.block_size;
+  assert(layer >= 0 && layer < m.config.n_layer);
+  assert(end >= 0 && end <= m.n_tokens + m.reserved);
+  out.clear();
+  const int64_t n_blocks = ceil_div(end, bs);
+  out.reserve(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockEntry& e = m.table[static_cast<size_t>(b)];
+    const uint8_t* base = m.read_base(e) + layer * m.layer_bytes;
+    out.push_back(BlockView{b, b * bs, std::min(bs, end - b * bs),
+                            e.state == State::Cold ? e.cold_tier : Tier::Window, base,
+                            base + m.layer_k_bytes});
+  }
+}
+
+Status KvCache::flush() {
+  Impl& m = *impl_;
+  m.queue->wait_all();
+  m.apply_landed();
+  if (m.spill_error) return *m.spill_error;
+  return Status::Ok();
+}
+
+Status KvCache::read_block(int64_t b, std::span<uint8_t> out) const {
+  const Impl& m = *impl_;
+  const int64_t n_blocks = ceil_div(m.n_tokens, m.config.block_size);
+  if (b < 0 || b >= n_blocks) {
+    return make_error("KV block {} is not held (the cache holds {} blocks)", b, n_blocks);
+  }
+  if (static_cast<int64_t>(out.size()) != m.block_bytes) {
+    return make_error("KV block buffer of {} bytes, a block has {}", out.size(), m.block_bytes);
+  }
+  std::memcpy(out.data(), m.read_base(m.table[static_cast<size_t>(b)]), out.size());
+  return Status::Ok();
+}
+
+Status KvCache::restore(int64_t n_tokens,
+                        const std::function<Status(int64_t b, std::span<uint8_t> dst)>& fill) {
+  Impl& m = *impl_;
+  m.reset();
+  if (n_tokens < 0 || n_tokens > m.max_tokens) {
+    return make_error("context full: {} tokens fit in the budgets you set {}", m.max_tokens,
+                      m.capacity_detail());
+  }
+  // Block by block through the window, as a run of block-sized ubatches would write them: the
+  // blocks land in the tiers a normal run puts them in, by the same spill path.
+  const int64_t bs = m.config.block_size;
+  for (int64_t b = 0; b * bs < n_tokens; ++b) {
+    const int64_t n = std::min(bs, n_tokens - b * bs);
+    Status st = reserve(n);
+    if (st) {
+      const BlockEntry& e = m.table[static_cast<size_t>(b)];
+      st = fill(
+          b, std::span<uint8_t>(m.window.slot(e.window_slot), static_cast<size_t>(m.block_bytes)));
+    }
+    if (!st) {
+      m.reset();
+      return st;
+    }
+    commit(n);
+  }
+  if (Status st = flush(); !st) {
+    m.reset();
+    return st;
+  }
+  return Status::Ok();
+}
+
+void KvCache::clear() { impl_->reset(); }
+
+const KvTelemetry& KvCache::telemetry() const { return impl_->telemetry; }
+
+KvStats KvCache::stats() const {
+  const KvTelemetry& t = impl_->telemetry;
+  const auto get = [](const std::atomic<int64_t>& a) { return a.load(std::memory_order_relaxed); };
+  KvStats s;
+  s.window_blocks = get(t.window_blocks);
+  s.host_blocks = get(t.host_blocks);
+  s.disk_blocks = get(t.disk_blocks);
+  s.window_bytes = get(t.window_bytes);
+  s.host_bytes = get(t.host_bytes);
+  s.disk_bytes = get(t.disk_bytes);
+  s.window_to_host_bytes = get(t.window_to_host_bytes);
+  s.window_to_disk_bytes = get(t.window_to_disk_bytes);
+  s.cold_to_window_bytes = get(t.cold_to_window_bytes);
+  s.spills_pending = get(t.spills_pending);
+  return s;
+}
+
+}  // namespace spw::kv

@@ -1,0 +1,282 @@
+#include "engine/kv/planner.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/common/size.h"
+#include "engine/model/model.h"
+
+namespace spw::kv {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A size as a flag value that parse_size reads back, rounded up so it still suffices, in a unit
+// that keeps the rounding under 1/16: KiB below 16 MiB, MiB below 16 GiB, GiB above.
+std::string size_flag(int64_t bytes) {
+  constexpr int64_t kKiB = 1024, kMiB = 1024 * 1024, kGiB = kMiB * 1024;
+  if (bytes <= 0) return "0";
+  if (bytes < 16 * kMiB) return fmt::format("{}K", ceil_div(bytes, kKiB));
+  if (bytes < 16 * kGiB) return fmt::format("{}M", ceil_div(bytes, kMiB));
+  return fmt::format("{}G", ceil_div(bytes, kGiB));
+}
+
+// Seconds to move `bytes` at `gb_per_s`; -1 when bytes are to move but the rate is unknown.
+double transfer_s(double bytes, double gb_per_s) {
+  if (bytes <= 0) return 0;
+  if (gb_per_s <= 0) return -1;
+  return bytes / (gb_per_s * 1e9);
+}
+
+// Sum of terms where any unknown (-1) makes the whole unknown (0 in the plan).
+double sum_known(std::initializer_list<double> terms) {
+  double s = 0;
+  for (const double t : terms) {
+    if (t < 0) return -1;
+    s += t;
+  }
+  return s;
+}
+
+Status check_input(const PlanInput& in) {
+  const auto positive = [](int64_t v, const char* what) -> Status {
+    if (v <= 0) return make_error("plan: {} must be at least 1 (got {})", what, v);
+    return Status::Ok();
+  };
+  for (const auto& [v, what] : {std::pair{in.n_layer, "n_layer"},
+                                {in.n_kv_heads, "n_kv_heads"},
+                                {in.head_dim, "head_dim"},
+                                {in.head_dim_v, "head_dim_v"},
+                                {in.n_ctx, "the context (-c)"},
+                                {in.block_size, "--kv-block"},
+                                {in.window_tokens, "--kv-window"},
+                                {in.ubatch, "the ubatch"}}) {
+    if (auto s = positive(v, what); !s) return s;
+  }
+  if (in.n_sinks < 0)
+    return make_error("plan: --kv-sinks must not be negative (got {})", in.n_sinks);
+  if (in.weights_bytes < 0) return make_error("plan: weights bytes must not be negative");
+  return Status::Ok();
+}
+
+// The split and the predictions, without suggestions.
+Expected<Plan> compute(const PlanInput& in) {
+  if (auto s = check_input(in); !s) return s.error();
+  auto rk = kv_row_bytes(in.type_k, in.head_dim, "head_dim");
+  if (!rk) return rk.error();
+  auto rv = kv_row_bytes(in.type_v, in.head_dim_v, "head_dim_v");
+  if (!rv) return rv.error();
+
+  Plan p;
+  const int64_t bs = in.block_size;
+  p.kv_bytes_per_token = in.n_layer * in.n_kv_heads * (*rk + *rv);
+  p.block_bytes = p.kv_bytes_per_token * bs;
+  p.n_blocks = ceil_div(in.n_ctx, bs);
+  p.kv_bytes = p.n_blocks * p.block_bytes;
+  p.gpu = in.vram > 0;
+
+  // Window: sink blocks + recent blocks (the block being filled counts as one of them).
+  const int64_t window_slots = ceil_div(in.n_sinks, bs) + ceil_div(in.window_tokens, bs);
+  const int64_t cold = std::max<int64_t>(0, p.n_blocks - window_slots);
+  p.window.blocks = p.n_blocks - cold;
+  p.window.tokens = in.n_ctx - cold * bs;
+  p.window.bytes = p.window.blocks * p.block_bytes;
+
+  // Host: what the RAM budget leaves after a RAM window; all cold blocks without a budget.
+  int64_t host_slots = cold;
+  if (in.ram >= 0) {
+    const int64_t window_in_ram = p.gpu ? 0 : p.window.bytes;
+    if (window_in_ram > in.ram) {
+      p.problems.push_back(fmt::format("the window ({}, {} tokens) does not fit in --ram {}",
+                                       format_size(window_in_ram), p.window.tokens,
+                                       format_size(in.ram)));
+    }
+    host_slots = std::max<int64_t>(0, in.ram - window_in_ram) / p.block_bytes;
+  }
+  p.host.blocks = std::min(cold, host_slots);
+  const int64_t disk_slots = in.disk > 0 ? in.disk / p.block_bytes : 0;
+  p.disk.blocks = std::min(cold - p.host.blocks, disk_slots);
+  p.host.tokens = p.host.blocks * bs;
+  p.disk.tokens = p.disk.blocks * bs;
+  p.host.bytes = p.host.blocks * p.block_bytes;
+  p.disk.bytes = p.disk.blocks * p.block_bytes;
+  p.ram_kv_bytes = p.host.bytes + (p.gpu ? 0 : p.window.bytes);
+
+  const int64_t missing = cold - p.host.blocks - p.disk.blocks;
+  // As KvCache::max_tokens(): every slot the window and the budgets provide.
+  p.max_tokens = std::min<int64_t>(
+      in.n_ctx,
+      (window_slots + std::min(host_slots, p.n_blocks) + std::min(disk_slots, p.n_blocks)) * bs);
+  if (missing > 0) {
+    p.problems.push_back(fmt::format(
+        "{} of the {} tokens have no room: {} blocks of {} lie beyond the window and the "
+        "budgets hold {} of them",
+        in.n_ctx - p.max_tokens, in.n_ctx, cold, format_size(p.block_bytes),
+        p.host.blocks + p.disk.blocks));
+  }
+  if (p.gpu) {
+    p.vram_bytes = in.weights_bytes + p.window.bytes;
+    if (p.vram_bytes > in.vram) {
+      p.problems.push_back(fmt::format("weights {} + window {} = {} do not fit in --vram {}",
+                                       format_size(in.weights_bytes), format_size(p.window.bytes),
+                                       format_size(p.vram_bytes), format_size(in.vram)));
+    }
+  }
+  p.fits = p.problems.empty();
+
+  // Decode, last token: KV actually held is read once, weights once.
+  const auto kvb = static_cast<double>(p.kv_bytes_per_token);
+  const auto weights = static_cast<double>(in.weights_bytes);
+  const double window_kv = kvb * static_cast<double>(p.window.tokens);
+  const double host_kv = kvb * static_cast<double>(p.host.tokens);
+  const double disk_kv = kvb * static_cast<double>(p.disk.tokens);
+  const double cold_side =
+      sum_known({transfer_s(host_kv, in.ram_gb_per_s), transfer_s(disk_kv, in.disk_read_gb_per_s)});
+  double decode = -1;
+  if (p.gpu) {
+    const double gpu_side = transfer_s(weights + window_kv, in.gpu_gb_per_s);
+    // Without a GPU bandwidth only the cold side is predicted (a lower bound).
+    decode = gpu_side < 0 ? cold_side : (cold_side < 0 ? -1 : std::max(gpu_side, cold_side));
+  } else {
+    decode = sum_known({transfer_s(weights + window_kv, in.ram_gb_per_s), cold_side});
+  }
+  if (decode > 0) {
+    p.decode_s_per_token = decode;
+    p.decode_tokens_per_s = 1.0 / decode;
+  }
+
+  // Prefill, memory traffic: weights once per ubatch; attention reads all earlier KV once per
+  // ubatch (split over the tiers as the final placement); each token's KV written once.
+  const int64_t n_ub = ceil_div(in.n_ctx, in.ubatch);
+  double kv_reads = 0;  // token-positions read over all ubatches
+  for (int64_t i = 0; i < n_ub; ++i) {
+    kv_reads += static_cast<double>(std::min(in.n_ctx, (i + 1) * in.ubatch));
+  }
+  const double placed = static_cast<double>(p.window.tokens + p.host.tokens + p.disk.tokens);
+  const double f_host = placed > 0 ? static_cast<double>(p.host.tokens) / placed : 0;
+  const double f_disk = placed > 0 ? static_cast<double>(p.disk.tokens) / placed : 0;
+  const double f_window = 1 - f_host - f_disk;
+  const double hot_gb = p.gpu ? in.gpu_gb_per_s : in.ram_gb_per_s;
+  const double prefill = sum_known({
+      transfer_s(weights * static_cast<double>(n_ub), hot_gb),
+      transfer_s(kvb * kv_reads * f_window + window_kv, hot_gb),
+      transfer_s(kvb * kv_reads * f_host + host_kv, in.ram_gb_per_s),
+      transfer_s(kvb * kv_reads * f_disk, in.disk_read_gb_per_s),
+      transfer_s(disk_kv, in.disk_write_gb_per_s),
+  });
+  if (prefill > 0) p.prefill_s = prefill;
+  return p;
+}
+
+}  // namespace
+
+int64_t decode_weight_bytes(const Model& m) {
+  uint64_t total = m.output->n_bytes;
+  for (const LayerWeights& w : m.layers) {
+    for (const GgufTensorInfo* t :
+         {w.attn_q, w.attn_k, w.attn_v, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down}) {
+      total += t->n_bytes;
+    }
+  }
+  return static_cast<int64_t>(total);
+}
+
+std::string kv_type_label(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32:
+      return "f32";
+    case GgmlType::F16:
+      return "f16";
+    case GgmlType::Q8_0:
+      return "q8_0";
+    default:
+      return type_name(static_cast<uint32_t>(t));
+  }
+}
+
+Expected<int64_t> kv_row_bytes(GgmlType type, int64_t head_dim, std::string_view what) {
+  switch (type) {
+    case GgmlType::F32:
+      return 4 * head_dim;
+    case GgmlType::F16:
+      return 2 * head_dim;
+    case GgmlType::Q8_0:
+      if (head_dim % kQK8_0 != 0) {
+        return make_error("q8_0 KV cache needs {} % 32 == 0 (this model has {} {})", what, what,
+                          head_dim);
+      }
+      return head_dim / kQK8_0 * static_cast<int64_t>(sizeof(BlockQ8_0));
+    default:
+      return make_error("unsupported KV cache type {} (accepted: f32, f16, q8_0)",
+                        kv_type_label(type));
+  }
+}
+
+Expected<Plan> make_plan(const PlanInput& in) {
+  auto planned = compute(in);
+  if (!planned || planned->fits) return planned;
+  Plan& p = *planned;
+  const bool window_ram_problem = !p.gpu && in.ram >= 0 && p.window.bytes > in.ram;
+  const bool vram_problem = p.gpu && p.vram_bytes > in.vram;
+  const bool room_problem = p.max_tokens < in.n_ctx;
+  const int64_t cold = p.n_blocks - p.window.blocks;
+
+  if (room_problem && !window_ram_problem && !vram_problem && p.max_tokens > 0) {
+    p.suggestions.push_back({"ctx", fmt::format("-c {}", p.max_tokens),
+                             fmt::format("the budgets hold {} tokens", p.max_tokens)});
+  }
+  // q8_0 KV: 8.5 bits per value instead of 16 or 32.
+  if (in.type_k != GgmlType::Q8_0 || in.type_v != GgmlType::Q8_0) {
+    PlanInput q = in;
+    q.type_k = q.type_v = GgmlType::Q8_0;
+    auto qp = compute(q);
+    if (qp && qp->fits) {
+      p.suggestions.push_back({"cache-type", "--cache-type-k q8_0 --cache-type-v q8_0",
+                               fmt::format("q8_0 KV ({} bytes per token instead of {}) fits",
+                                           qp->kv_bytes_per_token, p.kv_bytes_per_token)});
+    }
+  }
+  // A bigger RAM budget (the disk budget as it is).
+  if (in.ram >= 0) {
+    const int64_t disk_slots = in.disk > 0 ? in.disk / p.block_bytes : 0;
+    const int64_t host_needed = std::max<int64_t>(0, cold - disk_slots);
+    const int64_t ram_needed = host_needed * p.block_bytes + (p.gpu ? 0 : p.window.bytes);
+    if (ram_needed > in.ram) {
+      p.suggestions.push_back(
+          {"ram", fmt::format("--ram {}", size_flag(ram_needed)),
+           fmt::format("{} of RAM holds the {} tokens{}", format_size(ram_needed), in.n_ctx,
+                       disk_slots > 0 ? " with the disk budget as it is" : "")});
+    }
+    // A disk budget for what RAM cannot hold.
+    const int64_t host_slots =
+        std::max<int64_t>(0, in.ram - (p.gpu ? 0 : p.window.bytes)) / p.block_bytes;
+    const int64_t disk_needed = std::max<int64_t>(0, cold - host_slots) * p.block_bytes;
+    if (disk_needed > std::max<int64_t>(0, in.disk) && !window_ram_problem) {
+      p.suggestions.push_back(
+          {"disk", fmt::format("--disk {}", size_flag(disk_needed)),
+           fmt::format("a disk tier of {} holds the rest", format_size(disk_needed))});
+    }
+  }
+  // A window that fits the memory it lives in.
+  if (vram_problem && in.weights_bytes >= in.vram) {
+    p.suggestions.push_back({"cpu", "(leave out --vram)",
+                             fmt::format("the weights alone ({}) fill --vram {}; run on the CPU",
+                                         format_size(in.weights_bytes), format_size(in.vram))});
+  } else if (vram_problem || window_ram_problem) {
+    const int64_t room = vram_problem ? in.vram - in.weights_bytes : in.ram;
+    const int64_t sink_blocks = ceil_div(in.n_sinks, in.block_size);
+    const int64_t recent_blocks = room / p.block_bytes - sink_blocks;
+    if (recent_blocks >= 1) {
+      const int64_t w = recent_blocks * in.block_size;
+      p.suggestions.push_back(
+          {"kv-window", fmt::format("--kv-window {}", w),
+           fmt::format("a window of {} recent tokens ({} with the sinks) fits", w,
+                       format_size((recent_blocks + sink_blocks) * p.block_bytes))});
+    }
+  }
+  return planned;
+}
+
+}  // namespace spw::kv

@@ -1,0 +1,115 @@
+// The memory planner (`spillway-cli plan`, later the dashboard): given a model's shape, a
+// context length, KV types, the window and the budgets, where each byte of KV goes, whether it
+// all fits (and what would, if not), and the prefill and decode times the measured bandwidths
+// predict. Pure computation: no I/O, no clock; the caller measures the bandwidths
+// (engine/kv/bandwidth_probe.h).
+//
+// The split follows KvCache (engine/kv/kv_cache.h) block for block:
+//   window  ceil(n_sinks / block) + ceil(window / block) blocks (at most the context's blocks),
+//           on the GPU when there is a VRAM budget, in RAM otherwise; sized by the flags;
+//   host    the next cold blocks, up to what the RAM budget leaves after the window (when the
+//           window is in RAM): all of them without a RAM budget;
+//   disk    the rest, up to the disk budget (none without one).
+// The RAM budget counts KV only: the weights are a memory-mapped file, shared with the page
+// cache. The VRAM budget holds the weights and the window.
+//
+// Predicted decode time for the last token of the context (the slowest one):
+//   CPU:  weights / RAM + (window + host KV) / RAM + disk KV / disk
+//   GPU:  max(weights / GPU + window KV / GPU, host KV / RAM + disk KV / disk); split attention
+//         runs both sides at once. Without a GPU bandwidth, the GPU side is left out (a bound).
+// Predicted prefill time, memory traffic only (a lower bound: compute is not modelled): each
+// ubatch reads the weights once and the KV before it once; every token's KV is written once, to
+// its tier.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/common/expected.h"
+#include "engine/gguf/ggml_types.h"
+
+namespace spw {
+class Model;
+}
+
+namespace spw::kv {
+
+/// Bytes of weights one decode step reads: every layer matrix and the output matrix (which is
+/// token_embd.weight when the embeddings are tied). token_embd's single looked-up row and the
+/// 1-D norm and bias vectors are negligible and left out.
+int64_t decode_weight_bytes(const Model& model);
+
+/// KV bytes of one token for one layer's K or V row set: n_kv_heads rows of head_dim elements
+/// in `type` (F32 4 bytes, F16 2, Q8_0 34 per 32). Errors: a type other than those three, and
+/// Q8_0 with head_dim % 32 != 0 ("q8_0 KV cache needs head_dim % 32 == 0 (this model has
+/// head_dim 8)").
+Expected<int64_t> kv_row_bytes(GgmlType type, int64_t head_dim, std::string_view what);
+
+struct PlanInput {
+  // Model.
+  int64_t n_layer = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t head_dim_v = 0;
+  int64_t weights_bytes = 0;  // bytes of weights one decode step reads
+  // Run.
+  int64_t n_ctx = 0;  // tokens to hold (>= 1)
+  GgmlType type_k = GgmlType::F16;
+  GgmlType type_v = GgmlType::F16;
+  int64_t block_size = 256;      // --kv-block
+  int64_t n_sinks = 4;           // --kv-sinks
+  int64_t window_tokens = 4096;  // --kv-window
+  int64_t ubatch = 512;          // prefill batch (for the prefill prediction)
+  // Budgets in bytes; < 0: not given.
+  int64_t vram = -1;  // > 0: a GPU holds the weights and the window; 0 or < 0: no GPU
+  int64_t ram = -1;   // KV in RAM (the window when there is no GPU, plus the host tier)
+  int64_t disk = -1;  // the disk tier; not given: no disk tier
+  // Bandwidths in GB/s (1e9 bytes/s); 0: unknown (that term is left out of the predictions).
+  double ram_gb_per_s = 0;
+  double disk_read_gb_per_s = 0;
+  double disk_write_gb_per_s = 0;
+  double gpu_gb_per_s = 0;
+};
+
+/// One tier's share.
+struct TierPlan {
+  int64_t blocks = 0;
+  int64_t tokens = 0;  // positions held (the last block may be partial)
+  int64_t bytes = 0;   // blocks * block_bytes (whole blocks are allocated)
+};
+
+/// A change that makes the plan fit, with the flag that makes it.
+struct Suggestion {
+  std::string kind;  // "ctx" | "cache-type" | "ram" | "disk" | "kv-window" | "cpu"
+  std::string flag;  // "-c 1536", "--cache-type-k q8_0 --cache-type-v q8_0", "--ram 2.0GiB"
+  std::string why;   // one line for people
+};
+
+struct Plan {
+  int64_t kv_bytes_per_token = 0;  // all layers, K + V
+  int64_t block_bytes = 0;         // one block over all layers, K + V
+  int64_t n_blocks = 0;            // blocks the context needs
+  bool gpu = false;                // the window lives on the GPU
+  TierPlan window, host, disk;
+  int64_t kv_bytes = 0;      // the whole context's KV, in whole blocks
+  int64_t vram_bytes = 0;    // weights + window when gpu
+  int64_t ram_kv_bytes = 0;  // window (no gpu) + host
+  int64_t max_tokens = 0;    // tokens the budgets hold: min(n_ctx, blocks that fit * block)
+  bool fits = false;
+  std::vector<std::string> problems;    // why it does not fit, one line each
+  std::vector<Suggestion> suggestions;  // empty when it fits
+  // Predictions; 0 where a needed bandwidth is unknown.
+  double decode_s_per_token = 0;  // the context's last token
+  double decode_tokens_per_s = 0;
+  double prefill_s = 0;  // the whole context, memory traffic only
+};
+
+/// Plans `in`. Errors (the input itself is wrong, not "does not fit"): non-positive shape,
+/// n_ctx, block_size, window or ubatch, negative n_sinks, an unsupported or misfit KV type.
+Expected<Plan> make_plan(const PlanInput& in);
+
+/// "f32" | "f16" | "q8_0" for F32 / F16 / Q8_0; type_name() otherwise.
+std::string kv_type_label(GgmlType t);
+
+}  // namespace spw::kv

@@ -1,0 +1,324 @@
+// The memory planner (engine/kv/planner.h): KV bytes per token for each type, the split over
+// window / host / disk against the budgets, what it suggests when the context does not fit, and
+// the predictions' formulas.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "engine/common/size.h"
+#include "engine/kv/planner.h"
+
+namespace spw::kv {
+namespace {
+
+constexpr int64_t kKiB = 1024, kMiB = 1024 * 1024, kGiB = kMiB * 1024;
+
+// Llama-3-8B's attention shape: 32 layers, 8 KV heads of 128.
+PlanInput llama3_8b() {
+  PlanInput in;
+  in.n_layer = 32;
+  in.n_kv_heads = 8;
+  in.head_dim = 128;
+  in.head_dim_v = 128;
+  in.weights_bytes = int64_t{4700} * kMiB;
+  in.n_ctx = 4096;
+  return in;
+}
+
+// stories260K's: 5 layers, 4 KV heads of 8.
+PlanInput stories() {
+  PlanInput in;
+  in.n_layer = 5;
+  in.n_kv_heads = 4;
+  in.head_dim = 8;
+  in.head_dim_v = 8;
+  in.weights_bytes = 1037312;
+  in.n_ctx = 512;
+  return in;
+}
+
+Plan plan_ok(const PlanInput& in) {
+  auto p = make_plan(in);
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  return p.ok() ? *p : Plan{};
+}
+
+std::string plan_error(const PlanInput& in) {
+  auto p = make_plan(in);
+  EXPECT_FALSE(p.ok());
+  return p.ok() ? "" : p.error().message;
+}
+
+const Suggestion* find(const Plan& p, const std::string& kind) {
+  for (const Suggestion& s : p.suggestions) {
+    if (s.kind == kind) return &s;
+  }
+  return nullptr;
+}
+
+// The value after the flag name: "--ram 9M" -> "9M".
+std::string flag_value(const Suggestion& s) { return s.flag.substr(s.flag.find(' ') + 1); }
+
+TEST(PlannerBytes, F16IsTwoBytesPerElement) {
+  // 2 x n_layer x n_kv_heads x head_dim x 2 (DESIGN.md: Llama-3-8B 128 KiB per token).
+  EXPECT_EQ(plan_ok(llama3_8b()).kv_bytes_per_token, 2 * 32 * 8 * 128 * 2);
+  EXPECT_EQ(plan_ok(llama3_8b()).kv_bytes_per_token, 128 * kKiB);
+  EXPECT_EQ(plan_ok(stories()).kv_bytes_per_token, 640);
+}
+
+TEST(PlannerBytes, F32IsFourBytesPerElement) {
+  PlanInput in = llama3_8b();
+  in.type_k = in.type_v = GgmlType::F32;
+  EXPECT_EQ(plan_ok(in).kv_bytes_per_token, 2 * 32 * 8 * 128 * 4);
+  in = stories();
+  in.type_k = in.type_v = GgmlType::F32;
+  EXPECT_EQ(plan_ok(in).kv_bytes_per_token, 1280);
+}
+
+TEST(PlannerBytes, Q8_0Is34BytesPer32Elements) {
+  PlanInput in = llama3_8b();
+  in.type_k = in.type_v = GgmlType::Q8_0;
+  EXPECT_EQ(plan_ok(in).kv_bytes_per_token, 2 * 32 * 8 * 128 * 34 / 32);
+  EXPECT_EQ(plan_ok(in).kv_bytes_per_token, 69632);
+}
+
+TEST(PlannerBytes, KAndVCountSeparately) {
+  PlanInput in = llama3_8b();
+  in.type_k = GgmlType::Q8_0;
+  in.type_v = GgmlType::F16;
+  EXPECT_EQ(plan_ok(in).kv_bytes_per_token, 32 * 8 * (128 * 34 / 32 + 128 * 2));
+  // head_dim_v differs from head_dim: V rows use it.
+  in = llama3_8b();
+  in.head_dim_v = 64;
+  EXPECT_EQ(plan_ok(in).kv_bytes_per_token, 32 * 8 * (128 + 64) * 2);
+}
+
+TEST(PlannerBytes, RowBytesPerType) {
+  EXPECT_EQ(*kv_row_bytes(GgmlType::F32, 128, "head_dim"), 512);
+  EXPECT_EQ(*kv_row_bytes(GgmlType::F16, 128, "head_dim"), 256);
+  EXPECT_EQ(*kv_row_bytes(GgmlType::Q8_0, 128, "head_dim"), 136);
+  EXPECT_FALSE(kv_row_bytes(GgmlType::Q4_0, 128, "head_dim").ok());
+}
+
+TEST(PlannerBytes, Q8_0NeedsHeadDimMultipleOf32) {
+  PlanInput in = stories();
+  in.type_k = GgmlType::Q8_0;
+  EXPECT_NE(
+      plan_error(in).find("q8_0 KV cache needs head_dim % 32 == 0 (this model has head_dim 8)"),
+      std::string::npos);
+  in = stories();
+  in.type_v = GgmlType::Q8_0;
+  EXPECT_NE(plan_error(in).find("head_dim_v % 32"), std::string::npos);
+}
+
+TEST(PlannerInput, BadValuesAreErrors) {
+  PlanInput in = stories();
+  in.n_ctx = 0;
+  EXPECT_NE(plan_error(in).find("context"), std::string::npos);
+  in = stories();
+  in.block_size = 0;
+  EXPECT_NE(plan_error(in).find("--kv-block"), std::string::npos);
+  in = stories();
+  in.window_tokens = 0;
+  EXPECT_NE(plan_error(in).find("--kv-window"), std::string::npos);
+  in = stories();
+  in.n_sinks = -1;
+  EXPECT_NE(plan_error(in).find("--kv-sinks"), std::string::npos);
+  in = stories();
+  in.type_k = GgmlType::Q4_K;
+  EXPECT_NE(plan_error(in).find("accepted: f32, f16, q8_0"), std::string::npos);
+}
+
+TEST(PlannerSplit, NoBudgetsEverythingFitsInRam) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 32768;
+  const Plan p = plan_ok(in);
+  EXPECT_TRUE(p.fits);
+  EXPECT_FALSE(p.gpu);
+  EXPECT_EQ(p.n_blocks, 128);
+  EXPECT_EQ(p.block_bytes, 256 * 128 * kKiB);
+  // Window: 1 sink block + 16 recent blocks (4096 tokens).
+  EXPECT_EQ(p.window.blocks, 17);
+  EXPECT_EQ(p.host.blocks, 128 - 17);
+  EXPECT_EQ(p.disk.blocks, 0);
+  EXPECT_EQ(p.window.tokens + p.host.tokens + p.disk.tokens, in.n_ctx);
+  EXPECT_EQ(p.kv_bytes, int64_t{4} * kGiB);
+  EXPECT_EQ(p.ram_kv_bytes, p.kv_bytes);
+  EXPECT_EQ(p.max_tokens, in.n_ctx);
+  EXPECT_TRUE(p.suggestions.empty());
+}
+
+TEST(PlannerSplit, ShortContextLivesInTheWindow) {
+  PlanInput in = stories();
+  in.n_ctx = 1000;  // not a multiple of the block
+  const Plan p = plan_ok(in);
+  EXPECT_EQ(p.n_blocks, 4);
+  EXPECT_EQ(p.window.blocks, 4);
+  EXPECT_EQ(p.window.tokens, 1000);
+  EXPECT_EQ(p.window.bytes, 4 * 256 * 640);
+  EXPECT_EQ(p.host.blocks + p.disk.blocks, 0);
+}
+
+TEST(PlannerSplit, BudgetsFillHostThenDisk) {
+  PlanInput in = stories();
+  in.n_ctx = 4000;  // 16 blocks, the last partial
+  in.block_size = 256;
+  in.window_tokens = 512;
+  in.n_sinks = 4;
+  const int64_t block = 256 * 640;
+  in.ram = 3 * block + 5 * block + block / 2;  // the window, 5 host blocks and a half
+  in.disk = 8 * block;
+  const Plan p = plan_ok(in);
+  EXPECT_EQ(p.block_bytes, block);
+  EXPECT_EQ(p.window.blocks, 3);  // 1 sink block + 2 recent
+  EXPECT_EQ(p.host.blocks, 5);
+  EXPECT_EQ(p.disk.blocks, 8);
+  EXPECT_TRUE(p.fits) << (p.problems.empty() ? "" : p.problems[0]);
+  EXPECT_EQ(p.window.tokens, 4000 - 13 * 256);
+  EXPECT_EQ(p.window.tokens + p.host.tokens + p.disk.tokens, 4000);
+  EXPECT_EQ(p.host.bytes, 5 * block);
+  EXPECT_EQ(p.disk.bytes, 8 * block);
+  EXPECT_EQ(p.ram_kv_bytes, 8 * block);
+  EXPECT_LE(p.ram_kv_bytes, in.ram);
+  EXPECT_LE(p.disk.bytes, in.disk);
+}
+
+TEST(PlannerSplit, GpuHoldsWeightsAndWindow) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 32768;
+  in.vram = 24 * kGiB;
+  in.ram = 2 * kGiB;
+  in.disk = 100 * kGiB;
+  const Plan p = plan_ok(in);
+  EXPECT_TRUE(p.gpu);
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(p.vram_bytes, in.weights_bytes + p.window.bytes);
+  // The RAM budget is all host tier when the window is on the GPU.
+  EXPECT_EQ(p.host.blocks, 2 * kGiB / p.block_bytes);
+  EXPECT_EQ(p.ram_kv_bytes, p.host.bytes);
+  EXPECT_EQ(p.disk.blocks, p.n_blocks - p.window.blocks - p.host.blocks);
+}
+
+TEST(PlannerFit, TooLittleRoomSuggestsContextRamDiskAndQ8_0) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 65536;  // 8 GiB of f16 KV, 4.25 GiB of q8_0
+  in.ram = 5 * kGiB;
+  const Plan p = plan_ok(in);
+  ASSERT_FALSE(p.fits);
+  EXPECT_LT(p.max_tokens, in.n_ctx);
+  EXPECT_FALSE(p.problems.empty());
+  // What the budgets hold: 5 GiB of 32 MiB blocks = 160 blocks; the window's 17 among them.
+  EXPECT_EQ(p.max_tokens, 160 * 256);
+
+  const Suggestion* ctx = find(p, "ctx");
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(ctx->flag, "-c " + std::to_string(p.max_tokens));
+  PlanInput shorter = in;
+  shorter.n_ctx = p.max_tokens;
+  EXPECT_TRUE(plan_ok(shorter).fits);
+
+  const Suggestion* q8 = find(p, "cache-type");
+  ASSERT_NE(q8, nullptr);
+  EXPECT_EQ(q8->flag, "--cache-type-k q8_0 --cache-type-v q8_0");
+  PlanInput smaller = in;
+  smaller.type_k = smaller.type_v = GgmlType::Q8_0;
+  EXPECT_TRUE(plan_ok(smaller).fits);
+
+  const Suggestion* ram = find(p, "ram");
+  ASSERT_NE(ram, nullptr);
+  auto ram_value = parse_size(flag_value(*ram));
+  ASSERT_TRUE(ram_value.ok()) << ram->flag;
+  EXPECT_GE(*ram_value, p.kv_bytes);
+  PlanInput more_ram = in;
+  more_ram.ram = *ram_value;
+  EXPECT_TRUE(plan_ok(more_ram).fits) << ram->flag;
+
+  const Suggestion* disk = find(p, "disk");
+  ASSERT_NE(disk, nullptr);
+  auto disk_value = parse_size(flag_value(*disk));
+  ASSERT_TRUE(disk_value.ok()) << disk->flag;
+  PlanInput with_disk = in;
+  with_disk.disk = *disk_value;
+  const Plan d = plan_ok(with_disk);
+  EXPECT_TRUE(d.fits) << disk->flag;
+  EXPECT_GT(d.disk.blocks, 0);
+}
+
+TEST(PlannerFit, Q8_0IsNotSuggestedWhenItDoesNotHelp) {
+  PlanInput in = stories();  // head_dim 8: q8_0 impossible
+  in.n_ctx = 4096;
+  in.window_tokens = 256;
+  in.ram = 256 * 640 * 3;
+  const Plan p = plan_ok(in);
+  ASSERT_FALSE(p.fits);
+  EXPECT_EQ(find(p, "cache-type"), nullptr);
+  EXPECT_NE(find(p, "ctx"), nullptr);
+  EXPECT_NE(find(p, "ram"), nullptr);
+}
+
+TEST(PlannerFit, WindowLargerThanVramSuggestsASmallerWindow) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 131072;
+  in.window_tokens = 65536;  // 8 GiB of window
+  in.vram = 8 * kGiB;        // 4.6 GiB weights leave ~3.4 GiB
+  const Plan p = plan_ok(in);
+  ASSERT_FALSE(p.fits);
+  const Suggestion* w = find(p, "kv-window");
+  ASSERT_NE(w, nullptr) << (p.suggestions.empty() ? "no suggestions" : p.suggestions[0].flag);
+  PlanInput smaller = in;
+  smaller.window_tokens = std::stoll(flag_value(*w));
+  const Plan s = plan_ok(smaller);
+  EXPECT_TRUE(s.fits) << w->flag;
+  EXPECT_LE(s.vram_bytes, in.vram);
+}
+
+TEST(PlannerFit, WeightsLargerThanVramSuggestTheCpu) {
+  PlanInput in = llama3_8b();
+  in.vram = 2 * kGiB;
+  const Plan p = plan_ok(in);
+  ASSERT_FALSE(p.fits);
+  EXPECT_NE(find(p, "cpu"), nullptr);
+}
+
+TEST(PlannerPredict, CpuDecodeIsBytesOverBandwidth) {
+  PlanInput in = stories();
+  in.n_ctx = 4096;
+  in.window_tokens = 256;
+  in.ram = 256 * 640 * 4;  // window (2 blocks) + 2 host blocks
+  in.disk = 1 * kGiB;
+  in.ram_gb_per_s = 10;
+  in.disk_read_gb_per_s = 1;
+  in.disk_write_gb_per_s = 0.5;
+  const Plan p = plan_ok(in);
+  ASSERT_TRUE(p.fits);
+  ASSERT_GT(p.disk.tokens, 0);
+  const double kv = 640;
+  const double want =
+      (in.weights_bytes + kv * (p.window.tokens + p.host.tokens)) / 10e9 + kv * p.disk.tokens / 1e9;
+  EXPECT_NEAR(p.decode_s_per_token, want, want * 1e-12);
+  EXPECT_NEAR(p.decode_tokens_per_s, 1 / want, 1e-9 / want);
+  EXPECT_GT(p.prefill_s, 0);
+
+  // The disk's bandwidth unknown while blocks lie there: no prediction rather than a wrong one.
+  in.disk_read_gb_per_s = 0;
+  const Plan u = plan_ok(in);
+  EXPECT_EQ(u.decode_tokens_per_s, 0);
+  EXPECT_EQ(u.prefill_s, 0);
+}
+
+TEST(PlannerPredict, GpuDecodeOverlapsTheTwoSides) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 32768;
+  in.vram = 24 * kGiB;
+  in.ram_gb_per_s = 20;
+  in.gpu_gb_per_s = 1000;
+  const Plan p = plan_ok(in);
+  const double kv = static_cast<double>(p.kv_bytes_per_token);
+  const double gpu = (in.weights_bytes + kv * p.window.tokens) / 1000e9;
+  const double cpu = kv * p.host.tokens / 20e9;
+  EXPECT_NEAR(p.decode_s_per_token, std::max(gpu, cpu), 1e-12);
+}
+
+}  // namespace
+}  // namespace spw::kv
