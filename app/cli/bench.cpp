@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -14,11 +15,15 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/backend/cpu/simd.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "engine/common/size.h"
+#include "engine/kv/bandwidth_probe.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/kv/planner.h"
 #include "engine/model/model.h"
 #include "engine/model/reference_session.h"
 #include "engine/session/device.h"
@@ -62,8 +67,9 @@ struct BenchSession {
 
 // `device` is what the user asked for on the first call, then the device that call chose, so
 // every repeat runs where the first did.
+// `kv` carries the ubatch size and the paged KV cache's settings.
 Expected<BenchSession> make_session(const Model& model, const SessionParams& sp, bool reference,
-                                    DeviceKind device) {
+                                    DeviceKind device, const BackendOptions& kv) {
   BenchSession b;
   if (reference) {
     auto r = ReferenceSession::create(model, sp);
@@ -72,7 +78,7 @@ Expected<BenchSession> make_session(const Model& model, const SessionParams& sp,
     b.backend = "reference (float64)";
     return b;
   }
-  BackendOptions opts;
+  BackendOptions opts = kv;
   opts.device = device;
   auto choice = create_session(model, sp, opts);
   if (!choice) return choice.error();
@@ -92,20 +98,6 @@ int64_t kv_bytes_of(const BenchSession& b, const ModelConfig& c) {
   return c.kv_bytes_per_token(2) * b.session->n_past();
 }
 
-// Bytes of weights one decode step reads: every layer matrix and the output matrix (which is
-// token_embd.weight when the embeddings are tied). token_embd's single looked-up row and the
-// 1-D norm and bias vectors are negligible and left out.
-int64_t weight_bytes_per_token(const Model& m) {
-  uint64_t total = m.output->n_bytes;
-  for (const LayerWeights& w : m.layers) {
-    for (const GgufTensorInfo* t :
-         {w.attn_q, w.attn_k, w.attn_v, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down}) {
-      total += t->n_bytes;
-    }
-  }
-  return static_cast<int64_t>(total);
-}
-
 // Peak resident set size of this process (VmHWM), in bytes; 0 where /proc is unavailable.
 // Mapped model pages that were touched count, so this covers the weights as well.
 int64_t peak_rss_bytes() {
@@ -117,91 +109,19 @@ int64_t peak_rss_bytes() {
   return 0;
 }
 
-// ---- Read-bandwidth probe -------------------------------------------------------------------
-
-// Eight-float vectors (GCC/Clang vector extension): one AVX register where the target has it,
-// two SSE or NEON registers elsewhere. Four independent accumulators hide the add latency.
-// The same body is compiled twice, for the baseline target and for AVX2. Precondition: n is a
-// multiple of 32.
-typedef float v8f __attribute__((vector_size(32)));
-
-#define SPW_SUM_BODY                         \
-  v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};    \
-  for (int64_t i = 0; i < n; i += 32) {      \
-    v8f x0, x1, x2, x3;                      \
-    std::memcpy(&x0, p + i, sizeof x0);      \
-    std::memcpy(&x1, p + i + 8, sizeof x1);  \
-    std::memcpy(&x2, p + i + 16, sizeof x2); \
-    std::memcpy(&x3, p + i + 24, sizeof x3); \
-    a0 += x0;                                \
-    a1 += x1;                                \
-    a2 += x2;                                \
-    a3 += x3;                                \
-  }                                          \
-  const v8f a = (a0 + a1) + (a2 + a3);       \
-  float s = 0;                               \
-  for (int k = 0; k < 8; ++k) s += a[k];     \
-  return s;
-
-__attribute__((noinline)) float sum_floats_generic(const float* p, int64_t n) { SPW_SUM_BODY }
-
-#if defined(__x86_64__) || defined(__i386__)
-__attribute__((noinline, target("avx2"))) float sum_floats_avx2(const float* p, int64_t n) {
-  SPW_SUM_BODY
-}
-#endif
-
-#undef SPW_SUM_BODY
-
-float sum_floats(const float* p, int64_t n, bool avx2) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (avx2) return sum_floats_avx2(p, n);
-#endif
-  (void)avx2;
-  return sum_floats_generic(p, n);
-}
-
-// Best of 3 timed multi-threaded sums over a 512 MiB buffer, in GB/s (1e9 bytes/s). The
-// buffer is filled by the same threads first (its pages land near the threads that read them).
-double probe_read_gb_per_s(int n_threads) {
-  constexpr int64_t kBytes = int64_t{512} << 20;
-  constexpr int64_t kFloats = kBytes / 4;
-  constexpr int64_t kBlock = int64_t{1} << 16;  // floats per work item (256 KiB)
-  constexpr int64_t kBlocks = kFloats / kBlock;
-  std::unique_ptr<float[]> buf(new float[kFloats]);
-  cpu::ThreadPool pool(n_threads);
-  pool.parallel_for(kBlocks, [&](int64_t b, int64_t e) {
-    for (int64_t i = b * kBlock; i < e * kBlock; ++i) buf[i] = static_cast<float>(i & 1023);
-  });
-  const bool avx2 = cpu::simd_level() != cpu::SimdLevel::Scalar;
-  std::vector<float> partial(kBlocks);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = Clock::now();
-    pool.parallel_for(kBlocks, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) partial[k] = sum_floats(&buf[k * kBlock], kBlock, avx2);
-    });
-    const double dt = seconds_since(t0);
-    // The sum is used (printed nowhere, but checked) so the reads cannot be optimised away.
-    float total = 0;
-    for (float x : partial) total += x;
-    if (!(total > 0)) return 0;
-    best = std::max(best, static_cast<double>(kBytes) / dt / 1e9);
-  }
-  return best;
-}
-
 // ---- Timed tests ----------------------------------------------------------------------------
 
 struct Measurement {
   Rate pp, tg;
   int64_t kv_bytes = 0;  // the most any session held
+  kv::KvStats tiers;     // the paged cache's tiers after the last tg repeat (CPU session)
   DeviceKind device = DeviceKind::Cpu;
   std::string backend;
 };
 
 Expected<Measurement> measure(const Model& model, const SessionParams& sp, const BenchArgs& a,
-                              DeviceKind device, const std::vector<int32_t>& ids) {
+                              DeviceKind device, const BackendOptions& kv,
+                              const std::vector<int32_t>& ids) {
   const ModelConfig& c = model.config();
   const std::span<const int32_t> prompt(ids.data(), static_cast<size_t>(a.n_prompt));
   const std::span<const int32_t> gen(ids.data() + a.n_prompt, static_cast<size_t>(a.n_gen));
@@ -209,7 +129,7 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
 
   {  // Warm-up (not timed): touches every weight page and starts the threads, as llama-bench.
     // It also settles the device: the timed sessions run where this one did.
-    auto s = make_session(model, sp, a.reference, device);
+    auto s = make_session(model, sp, a.reference, device, kv);
     if (!s) return s.error();
     if (!s->note.empty()) std::fprintf(stderr, "note: %s\n", s->note.c_str());
     m.device = s->device;
@@ -221,7 +141,7 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
 
   std::vector<double> pp, tg;
   for (int r = 0; r < a.reps; ++r) {
-    auto s = make_session(model, sp, a.reference, device);
+    auto s = make_session(model, sp, a.reference, device, kv);
     if (!s) return s.error();
     const auto t0 = Clock::now();
     if (auto st = s->session->eval(prompt, true); !st) return st.error();
@@ -230,7 +150,7 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     std::fprintf(stderr, "pp%d rep %d/%d: %.2f t/s\n", a.n_prompt, r + 1, a.reps, pp.back());
   }
   for (int r = 0; r < a.reps; ++r) {
-    auto s = make_session(model, sp, a.reference, device);
+    auto s = make_session(model, sp, a.reference, device, kv);
     if (!s) return s.error();
     const auto t0 = Clock::now();
     for (size_t i = 0; i < gen.size(); ++i) {
@@ -238,6 +158,7 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     }
     tg.push_back(a.n_gen / seconds_since(t0));
     m.kv_bytes = std::max(m.kv_bytes, kv_bytes_of(*s, c));
+    if (s->fast != nullptr && s->fast->flush_kv().ok()) m.tiers = s->fast->stats().kv;
     std::fprintf(stderr, "tg%d rep %d/%d: %.2f t/s\n", a.n_gen, r + 1, a.reps, tg.back());
   }
   m.pp = summarize(pp);
@@ -248,6 +169,61 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
 std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
 
 }  // namespace
+
+void add_kv_options(CLI::App& sub, KvArgs& a) {
+  sub.add_option("--kv-block", a.kv_block, "KV cache block size in tokens")->capture_default_str();
+  sub.add_option("--kv-window", a.kv_window, "Recent tokens kept in the KV window (RAM here)")
+      ->capture_default_str();
+  sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
+      ->capture_default_str();
+  sub.add_option("--host-budget", a.host_budget,
+                 "RAM for KV blocks that left the window, e.g. 8G (default: no limit)");
+  sub.add_option("--disk-budget", a.disk_budget,
+                 "Disk for KV blocks past the host budget, e.g. 100G (0: no disk tier)")
+      ->capture_default_str();
+  sub.add_option("--spill-dir", a.spill_dir,
+                 "Folder of the disk tier's spill file (default: the cache folder)");
+  sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step")->capture_default_str();
+  sub.add_option("--attention", a.attention,
+                 "KV attention: exact | streaming | topk:K (the last two approximate)")
+      ->capture_default_str();
+}
+
+Expected<KvPaging> make_paging(const KvArgs& a) {
+  KvPaging p;
+  if (a.kv_block < 1)
+    return make_error("--kv-block {}: a block holds at least 1 token", a.kv_block);
+  if (a.kv_window < 1)
+    return make_error("--kv-window {}: the window holds at least 1 token", a.kv_window);
+  if (a.kv_sinks < 0) return make_error("--kv-sinks {} must not be negative", a.kv_sinks);
+  if (a.n_ubatch < 1) return make_error("--ubatch {}: at least 1 token per step", a.n_ubatch);
+  p.block_size = a.kv_block;
+  p.window_tokens = a.kv_window;
+  p.n_sinks = a.kv_sinks;
+  if (!a.host_budget.empty()) {
+    auto v = parse_size(a.host_budget);
+    if (!v) return make_error("--host-budget: {}", v.error().message);
+    p.host_budget = *v;
+  }
+  auto disk = parse_size(a.disk_budget);
+  if (!disk) return make_error("--disk-budget: {}", disk.error().message);
+  p.disk_budget = *disk;
+  if (auto st = parse_kv_attention(a.attention, p); !st)
+    return make_error("--attention: {}", st.error().message);
+
+  p.spill_dir = a.spill_dir.empty() ? a.default_spill_dir : a.spill_dir;
+  if (p.spill_dir.empty()) {
+    if (p.disk_budget > 0)
+      return Error{"--disk-budget needs a folder for the spill file: pass --spill-dir DIR"};
+    return p;
+  }
+  if (p.disk_budget > 0) {  // the cache reports a folder it cannot write in
+    std::error_code ec;
+    std::filesystem::create_directories(p.spill_dir, ec);
+  }
+  kv::remove_stale_spill_files(p.spill_dir);  // leftovers of a crashed run
+  return p;
+}
 
 int run_bench(const BenchArgs& a) {
   if (a.n_prompt < 1)
@@ -262,6 +238,17 @@ int run_bench(const BenchArgs& a) {
         "--reference times the float64 oracle on the CPU; it cannot be combined with --device "
         "cuda"});
   }
+
+  auto paging = make_paging(a.kv);
+  if (!paging) return fail(paging.error());
+  if (a.reference && !paging->is_default()) {
+    return fail(Error{
+        "--reference keeps a contiguous KV cache; the paged KV options (--kv-*, --host-budget, "
+        "--disk-budget, --attention) need the fast CPU session"});
+  }
+  BackendOptions kv;
+  kv.n_ubatch = a.kv.n_ubatch;
+  kv.paging = *paging;
 
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.error());
@@ -287,14 +274,14 @@ int run_bench(const BenchArgs& a) {
   std::vector<int32_t> ids(static_cast<size_t>(a.n_prompt + a.n_gen));
   for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab));
 
-  auto m = measure(model, sp, a, *device, ids);
+  auto m = measure(model, sp, a, *device, kv, ids);
   if (!m) return fail(m.error());
   // Read before the probe, whose 512 MiB buffer is not part of running the model.
   const int64_t peak_rss = peak_rss_bytes();
-  const double probe = probe_read_gb_per_s(sp.n_threads);
+  const double probe = kv::probe_ram_read_gb_per_s(sp.n_threads);
 
   // Step i of tg (0-based, from an empty cache) reads i + 1 cached positions.
-  const int64_t weights = weight_bytes_per_token(model);
+  const int64_t weights = kv::decode_weight_bytes(model);
   const double kv_read = static_cast<double>(c.kv_bytes_per_token(2)) * (a.n_gen + 1) / 2.0;
   const double bytes_per_token = static_cast<double>(weights) + kv_read;
   const double tg_gb_per_s = bytes_per_token * m->tg.median / 1e9;
@@ -326,6 +313,13 @@ int run_bench(const BenchArgs& a) {
     j["peak_rss_bytes"] = peak_rss;
     j["model_bytes"] = model_bytes;
     j["kv_bytes"] = m->kv_bytes;
+    j["attention"] = kv_attention_name(kv.paging);
+    j["kv_block"] = kv.paging.block_size;
+    j["kv_window"] = kv.paging.window_tokens;
+    j["kv_sinks"] = kv.paging.n_sinks;
+    j["window_blocks"] = m->tiers.window_blocks;
+    j["host_blocks"] = m->tiers.host_blocks;
+    j["disk_blocks"] = m->tiers.disk_blocks;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -335,6 +329,11 @@ int run_bench(const BenchArgs& a) {
   fmt::print("engine     {} ({}), {} threads, KV f16, {} repeats\n", engine, simd, sp.n_threads,
              a.reps);
   fmt::print("device     {}: {}\n", device_name(m->device), m->backend);
+  fmt::print(
+      "KV         attention {}, block {}, window {} + {} sinks; after tg: {} window, {} "
+      "host, {} disk blocks\n",
+      kv_attention_name(kv.paging, true), kv.paging.block_size, kv.paging.window_tokens,
+      kv.paging.n_sinks, m->tiers.window_blocks, m->tiers.host_blocks, m->tiers.disk_blocks);
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
   fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10}\n", fmt::format("pp{}", a.n_prompt),
              m->pp.median, m->pp.min, m->pp.max, "");

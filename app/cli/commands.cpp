@@ -17,7 +17,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/paths.h"
+#include "engine/backend/cpu/cpu_session.h"
 #include "engine/chat/chat_template.h"
+#include "engine/common/size.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/reference_session.h"
@@ -134,7 +137,110 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+// ---- Paged KV cache: statistics ---------------------------------------------------------
+
+// One --stats-json line: integer counters as integers, rates and times as numbers.
+nlohmann::json stats_json(const cpu::CpuSessionStats& st, int64_t step, const char* phase,
+                          const std::string& attention) {
+  nlohmann::json j;
+  j["step"] = step;
+  j["phase"] = phase;
+  j["attention"] = attention;
+  j["n_past"] = st.n_past;
+  j["window_blocks"] = st.kv.window_blocks;
+  j["host_blocks"] = st.kv.host_blocks;
+  j["disk_blocks"] = st.kv.disk_blocks;
+  j["window_bytes"] = st.kv.window_bytes;
+  j["host_bytes"] = st.kv.host_bytes;
+  j["disk_bytes"] = st.kv.disk_bytes;
+  j["window_to_host_bytes"] = st.kv.window_to_host_bytes;
+  j["window_to_disk_bytes"] = st.kv.window_to_disk_bytes;
+  j["cold_to_window_bytes"] = st.kv.cold_to_window_bytes;
+  j["spills_pending"] = st.kv.spills_pending;
+  j["prefill_tokens_computed"] = st.prefill_tokens_computed;
+  j["decode_tokens"] = st.decode_tokens;
+  j["prefill_tokens_per_s"] = st.prefill_tokens_per_s;
+  j["decode_tokens_per_s"] = st.decode_tokens_per_s;
+  j["window_attn_s"] = st.window_attn_s;
+  j["cold_attn_s"] = st.cold_attn_s;
+  j["merge_s"] = st.merge_s;
+  j["rss_bytes"] = st.rss_bytes;
+  return j;
+}
+
+void print_stats(const cpu::CpuSessionStats& st, const KvPaging& pg, int64_t n_prompt,
+                 int64_t n_generated) {
+  const auto ms = [](double s) { return s * 1e3; };
+  std::string text;
+  text += fmt::format("stats: attention {}, block {} tokens, window {} tokens + {} sinks\n",
+                      kv_attention_name(pg, true), pg.block_size, pg.window_tokens, pg.n_sinks);
+  text += fmt::format(
+      "stats: tokens {} prompt ({} computed), {} generated; prefill {:.1f} t/s, decode {:.1f} "
+      "t/s\n",
+      n_prompt, st.prefill_tokens_computed, n_generated, st.prefill_tokens_per_s,
+      st.decode_tokens_per_s);
+  text += fmt::format("stats: window {:>6} blocks {:>12}\n", st.kv.window_blocks,
+                      format_size(st.kv.window_bytes));
+  text += fmt::format("stats: host   {:>6} blocks {:>12}\n", st.kv.host_blocks,
+                      format_size(st.kv.host_bytes));
+  text += fmt::format("stats: disk   {:>6} blocks {:>12}\n", st.kv.disk_blocks,
+                      format_size(st.kv.disk_bytes));
+  text +=
+      fmt::format("stats: moved window->host {}, window->disk {}, cold->window {}\n",
+                  format_size(st.kv.window_to_host_bytes), format_size(st.kv.window_to_disk_bytes),
+                  format_size(st.kv.cold_to_window_bytes));
+  text += fmt::format(
+      "stats: attention time (thread-seconds) window {:.3f} ms, cold {:.3f} ms, merge {:.3f} ms\n",
+      ms(st.window_attn_s), ms(st.cold_attn_s), ms(st.merge_s));
+  text += fmt::format("stats: RSS {}\n", format_size(st.rss_bytes));
+  std::fputs(text.c_str(), stderr);
+}
+
+// Writes one JSON object per line to a file; the first write error is kept for the end.
+class StatsWriter {
+ public:
+  ~StatsWriter() {
+    if (f_) std::fclose(f_);
+  }
+  Status open(const std::string& path) {
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) return make_error("--stats-json {}: cannot open: {}", path, std::strerror(errno));
+    path_ = path;
+    return Status::Ok();
+  }
+  bool enabled() const { return f_ != nullptr; }
+  void write(const nlohmann::json& j) {
+    if (!f_) return;
+    const std::string line =
+        j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0) ok_ = false;
+  }
+  Status close() {
+    if (!f_) return Status::Ok();
+    const bool closed = std::fclose(f_) == 0;
+    f_ = nullptr;
+    if (!ok_ || !closed) return make_error("--stats-json {}: write error", path_);
+    return Status::Ok();
+  }
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_;
+  bool ok_ = true;
+};
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
 }  // namespace
+
+std::string default_spill_dir(const std::string& data_dir) {
+  app::PathOverrides o;
+  o.data_dir = data_dir;
+  auto paths = app::resolve_paths(o, app::PathEnv::from_process());
+  return paths ? paths->cache_dir.string() : std::string();
+}
 
 int run_info(const InfoArgs& a) {
   auto file = GgufFile::open(a.model);
@@ -284,6 +390,27 @@ int run_generate(const GenerateArgs& a) {
         Error{"--reference runs the float64 oracle on the CPU; it cannot be combined with --device "
               "cuda"});
   }
+  auto paging = make_paging(a.kv);
+  if (!paging) return fail(paging.error());
+  // Features of the CPU session's paged KV cache: the reference and CUDA sessions have none.
+  const bool wants_cpu_session =
+      a.stats || !a.stats_json.empty() || !a.save_kv.empty() || !a.load_kv.empty();
+  if (a.reference && (wants_cpu_session || !paging->is_default())) {
+    return fail(Error{
+        "--reference keeps a contiguous KV cache; the paged KV options (--kv-*, --host-budget, "
+        "--disk-budget, --attention, --stats, --stats-json, --save-kv, --load-kv) need the fast "
+        "CPU session"});
+  }
+  if (wants_cpu_session && *device == DeviceKind::Cuda) {
+    return fail(Error{
+        "--device cuda: --stats, --stats-json, --save-kv and --load-kv need the CPU session's "
+        "paged KV cache (the CUDA session keeps a contiguous KV cache for now); use --device cpu "
+        "or auto"});
+  }
+  StatsWriter stats_out;
+  if (!a.stats_json.empty()) {
+    if (auto st = stats_out.open(a.stats_json); !st) return fail(st.error());
+  }
 
   auto loaded = load_model(a.model);
   if (!loaded) return fail(loaded.error());
@@ -311,22 +438,59 @@ int run_generate(const GenerateArgs& a) {
   } else {
     BackendOptions opts;
     opts.device = *device;
+    opts.n_ubatch = a.kv.n_ubatch;
+    opts.paging = *paging;
+    if (wants_cpu_session && *device == DeviceKind::Auto && paging->is_default()) {
+      opts.device = DeviceKind::Cpu;
+      if (probe_cuda().usable) {
+        std::fprintf(stderr,
+                     "note: --stats, --stats-json, --save-kv and --load-kv need the CPU session's "
+                     "paged KV cache; running on the CPU\n");
+      }
+    }
     auto choice = create_session(model, sp, opts);
     if (!choice) return fail(choice.error());
     if (!choice->note.empty()) std::fprintf(stderr, "note: %s\n", choice->note.c_str());
     session = std::move(choice->session);
   }
   Session& s = *session;
+  // The paged cache's session (stats, snapshots), when that is what runs.
+  auto* const cpu = dynamic_cast<cpu::CpuSession*>(session.get());
+  if (wants_cpu_session && cpu == nullptr)
+    return fail(Error{"--stats, --stats-json, --save-kv and --load-kv need the CPU session"});
+  const bool budget_limited =
+      cpu != nullptr && cpu->cache().max_tokens() < cpu->cache().config().n_ctx;
+  const std::string attention = cpu ? kv_attention_name(cpu->paging()) : "exact";
+  if (cpu && cpu->paging().attention != KvAttention::Exact) {
+    std::fprintf(stderr, "note: attention %s: an approximation of exact attention\n",
+                 kv_attention_name(cpu->paging(), true).c_str());
+  }
 
   const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
   if (prompt.empty())
     return fail(Error{"the prompt is empty and the vocabulary adds no BOS token"});
-  if (static_cast<int64_t>(prompt.size()) > s.n_ctx()) {
+  // A prompt too long for the window and budgets gets the session's message (which names them).
+  if (static_cast<int64_t>(prompt.size()) > s.n_ctx() && !budget_limited) {
     return fail(
         make_error("context full: the prompt has {} tokens but the context holds {} (use -c)",
                    prompt.size(), s.n_ctx()));
   }
+  if (!a.load_kv.empty()) {
+    if (auto st = cpu->load_kv(a.load_kv); !st) return fail(st.error());
+    const std::span<const int32_t> saved = cpu->tokens();
+    if (saved.size() > prompt.size() || !std::equal(saved.begin(), saved.end(), prompt.begin())) {
+      std::fprintf(stderr,
+                   "note: --load-kv %s: the prompt does not start with the snapshot's %zu tokens; "
+                   "computing it from the start\n",
+                   a.load_kv.c_str(), saved.size());
+    }
+  }
   if (auto st = s.eval(prompt, true); !st) return fail(st.error());
+  if (!a.save_kv.empty()) {
+    if (auto st = cpu->save_kv(a.save_kv); !st) return fail(st.error());
+  }
+  int64_t step = 0;
+  if (cpu) stats_out.write(stats_json(cpu->stats(), step++, "prefill", attention));
   const Error non_finite{
       fmt::format("{}: the model produced non-finite logits (NaN or infinity); its weights or "
                   "hyperparameters are broken",
@@ -348,23 +512,31 @@ int run_generate(const GenerateArgs& a) {
     text += piece;
     stream.write(piece);
     if (a.n_predict >= 0 && i + 1 == a.n_predict) break;  // no forward pass for logits never used
-    if (s.n_past() >= s.n_ctx()) {
-      stream.finish();
-      std::fprintf(stderr, "\n[stopped: context full at %lld tokens]\n",
-                   static_cast<long long>(s.n_ctx()));
-      break;
-    }
     const int32_t one[1] = {id};
     if (auto st = s.eval(one, true); !st) {
       stream.finish();
+      // A full context (n_ctx, or the window and budgets) ends the generation, not the run.
+      if (starts_with(st.error().message, "context full")) {
+        std::fprintf(stderr, "\n[stopped: %s]\n", st.error().message.c_str());
+        break;
+      }
       return fail(st.error());
     }
+    if (cpu) stats_out.write(stats_json(cpu->stats(), step++, "decode", attention));
     if (!all_finite(s.logits())) {
       stream.finish();
       return fail(non_finite);
     }
   }
   stream.finish();
+  if (auto st = stats_out.close(); !st) return fail(st.error());
+  if (a.stats && cpu) {
+    (void)cpu->flush_kv();  // the spills in flight land, so the tiers are final
+    if (!a.json) std::fflush(stdout);
+    std::fprintf(stderr, "\n");
+    print_stats(cpu->stats(), cpu->paging(), static_cast<int64_t>(prompt.size()),
+                static_cast<int64_t>(generated.size()));
+  }
   if (!a.json) {
     std::printf("\n");
     return 0;

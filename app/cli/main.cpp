@@ -12,6 +12,7 @@
 
 #include "app/cli/bench.h"
 #include "app/cli/commands.h"
+#include "app/cli/plan.h"
 #include "app/paths.h"
 #include "app/version.h"
 #include "engine/chat/chat_template.h"
@@ -97,6 +98,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c_gen->add_flag("--parse-special", gen.parse_special,
                   "Recognise special-token texts in the prompt");
+  add_kv_options(*c_gen, gen.kv);
+  c_gen->add_flag("--stats", gen.stats,
+                  "KV tiers, bytes moved, attention times and speed on stderr at the end");
+  c_gen->add_option("--stats-json", gen.stats_json, "Write one JSON object per step to FILE");
+  c_gen->add_option("--save-kv", gen.save_kv, "Save the prompt's KV cache to FILE");
+  c_gen->add_option("--load-kv", gen.load_kv,
+                    "Reuse the KV snapshot in FILE for the prompt's matching start");
 
   ChatTemplateArgs chat;
   auto* c_chat = app.add_subcommand(
@@ -133,9 +141,33 @@ int main(int argc, char** argv) {
                    "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
       ->capture_default_str();
   c_bench->add_flag("--json", bench.json, "One JSON object on stdout");
+  add_kv_options(*c_bench, bench.kv);
+
+  PlanArgs plan;
+  auto* c_plan = app.add_subcommand(
+      "plan", "Where a context's KV goes (window, RAM, disk), whether it fits, predicted speed");
+  c_plan->add_option("-m,--model", plan.model, "GGUF file")->required();
+  c_plan->add_option("-c,--ctx-size", plan.n_ctx, "Context length in tokens (0: the model's)")
+      ->capture_default_str();
+  c_plan->add_option("--vram", plan.vram,
+                     "GPU memory for weights + window, e.g. 24G (none: no GPU)");
+  c_plan->add_option("--ram", plan.ram, "RAM for KV (window without a GPU + host tier), e.g. 16G");
+  c_plan->add_option("--disk", plan.disk, "Disk tier budget, e.g. 100G (none: no disk tier)");
+  c_plan->add_option("--cache-type-k", plan.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
+      ->capture_default_str();
+  c_plan->add_option("--cache-type-v", plan.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
+      ->capture_default_str();
+  c_plan->add_option("--kv-window", plan.kv_window, "Recent tokens kept in the window")
+      ->capture_default_str();
+  c_plan->add_option("--kv-block", plan.kv_block, "Tokens per KV block")->capture_default_str();
+  c_plan->add_option("--kv-sinks", plan.kv_sinks, "Attention-sink tokens kept in the window")
+      ->capture_default_str();
+  c_plan->add_option("--spill-dir", plan.spill_dir,
+                     "Folder of the disk tier, for the disk probe (default: the cache folder)");
+  c_plan->add_flag("--json", plan.json, "One JSON object on stdout");
 
   // Global options may follow the subcommand: let each subcommand hand unknown options back.
-  for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench}) sub->fallthrough();
+  for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan}) sub->fallthrough();
 
   // A clear message for a mistyped command (CLI11 would only say a subcommand is required).
   for (int i = 1; i < argc; ++i) {
@@ -146,12 +178,12 @@ int main(int argc, char** argv) {
     }
     if (arg.empty() || arg[0] == '-') continue;
     bool known = false;
-    for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench})
+    for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan})
       known |= sub->check_name(std::string(arg));
     if (!known) {
       std::fprintf(stderr,
                    "error: unknown command '%s' (commands: info, tokenize, generate, "
-                   "chat-template, bench)\n",
+                   "chat-template, bench, plan)\n",
                    argv[i]);
       return 1;
     }
@@ -190,6 +222,7 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "error: generate needs -p TEXT or -f FILE\n");
           return 1;
         }
+        gen.kv.default_spill_dir = default_spill_dir(data_dir);
         return run_generate(gen);
       }
       if (*c_chat) {
@@ -201,7 +234,14 @@ int main(int argc, char** argv) {
         }
         return run_chat_template(chat);
       }
-      if (*c_bench) return run_bench(bench);
+      if (*c_bench) {
+        bench.kv.default_spill_dir = default_spill_dir(data_dir);
+        return run_bench(bench);
+      }
+      if (*c_plan) {
+        plan.data_dir = data_dir;
+        return run_plan(plan);
+      }
     } catch (
         const std::exception& e) {  // allocation failure and the like: still exit 1, never a signal
       std::fprintf(stderr, "error: %s\n", e.what());

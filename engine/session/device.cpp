@@ -68,11 +68,65 @@ CudaProbe probe_cuda() {
   return p;
 }
 
+bool KvPaging::is_default() const {
+  const KvPaging d;
+  return block_size == d.block_size && n_sinks == d.n_sinks && window_tokens == d.window_tokens &&
+         host_budget == d.host_budget && disk_budget == d.disk_budget && attention == d.attention;
+}
+
+Status parse_kv_attention(std::string_view s, KvPaging& p) {
+  if (s == "exact" || s == "streaming") {
+    p.attention = s == "exact" ? KvAttention::Exact : KvAttention::Streaming;
+    p.top_k = 0;
+    return Status::Ok();
+  }
+  constexpr std::string_view kTopK = "topk:";
+  if (s.substr(0, kTopK.size()) == kTopK && s.size() > kTopK.size() &&
+      s.size() <= kTopK.size() + 9) {
+    int64_t k = 0;
+    bool digits = true;
+    for (const char c : s.substr(kTopK.size())) {
+      digits &= c >= '0' && c <= '9';
+      k = k * 10 + (c - '0');
+    }
+    if (digits && k >= 1) {
+      p.attention = KvAttention::TopK;
+      p.top_k = k;
+      return Status::Ok();
+    }
+  }
+  return make_error("unknown attention mode '{}' (accepted: exact, streaming, topk:K with K >= 1)",
+                    s);
+}
+
+std::string kv_attention_name(const KvPaging& p, bool labelled) {
+  switch (p.attention) {
+    case KvAttention::Exact:
+      return "exact";
+    case KvAttention::Streaming:
+      return labelled ? "streaming (approximate)" : "streaming";
+    case KvAttention::TopK:
+      return fmt::format("topk:{}{}", p.top_k, labelled ? " (approximate)" : "");
+  }
+  return "unknown";
+}
+
 namespace {
+
+// Why a session with these paging settings cannot run on CUDA, or empty when it can.
+std::string paging_needs_cpu(const KvPaging& p) {
+  if (p.is_default()) return {};
+  return "the tiered KV cache settings (--kv-block, --kv-window, --kv-sinks, --host-budget, "
+         "--disk-budget, --attention) run on the CPU only for now (the CUDA session keeps a "
+         "contiguous KV cache)";
+}
 
 Expected<SessionChoice> make_cpu(const Model& model, const SessionParams& params,
                                  const BackendOptions& opts, std::string note) {
-  auto s = cpu::CpuSession::create(model, params, cpu::CpuSessionParams{opts.n_ubatch});
+  cpu::CpuSessionParams cp;
+  cp.n_ubatch = opts.n_ubatch;
+  cp.paging = opts.paging;
+  auto s = cpu::CpuSession::create(model, params, cp);
   if (!s) return s.error();
   SessionChoice c;
   c.device = DeviceKind::Cpu;
@@ -106,8 +160,17 @@ Expected<SessionChoice> make_cuda(const Model& model, const SessionParams& param
 Expected<SessionChoice> create_session(const Model& model, const SessionParams& params,
                                        const BackendOptions& opts) {
   if (opts.device == DeviceKind::Cpu) return make_cpu(model, params, opts, {});
+  const std::string cpu_only = paging_needs_cpu(opts.paging);
+  if (opts.device == DeviceKind::Cuda && !cpu_only.empty())
+    return make_error("--device cuda: {}; use --device cpu or auto", cpu_only);
 
   const CudaProbe probe = probe_cuda();
+  if (opts.device == DeviceKind::Auto && !cpu_only.empty()) {
+    return make_cpu(model, params, opts,
+                    probe.usable
+                        ? fmt::format("{}; running on the CPU", cpu_only)
+                        : fmt::format("CUDA unavailable ({}); running on the CPU", probe.reason));
+  }
   if (opts.device == DeviceKind::Cuda) {
     if (!probe.usable) return make_error("--device cuda: {}", probe.reason);
 #if defined(SPILLWAY_HAVE_CUDA)

@@ -23,9 +23,9 @@ std::string_view device_name(DeviceKind d);
 
 /// What CUDA offers this process. Filled by probe_cuda(); never throws, never aborts.
 struct CudaProbe {
-  bool usable = false;      // a device exists, the driver works and our kernels load on it
-  int index = -1;           // CUDA device ordinal used (the first usable one)
-  std::string name;         // "NVIDIA H200"
+  bool usable = false;             // a device exists, the driver works and our kernels load on it
+  int index = -1;                  // CUDA device ordinal used (the first usable one)
+  std::string name;                // "NVIDIA H200"
   int sm_major = 0, sm_minor = 0;  // compute capability
   int64_t free_bytes = 0, total_bytes = 0;  // device memory (cudaMemGetInfo)
   /// Why CUDA is not usable, for the user: "this build has no CUDA backend (nvcc was not
@@ -40,9 +40,42 @@ CudaProbe probe_cuda();
 /// True when this binary was built with the CUDA backend (SPILLWAY_CUDA).
 bool cuda_built();
 
+/// How a session's KV is attended over the tiered cache (../shared/DESIGN.md §4). Exact is the
+/// default; the other two are approximations, opt-in and labelled wherever results are shown.
+enum class KvAttention {
+  Exact,      // every position: the window and the cold blocks, merged exactly
+  Streaming,  // StreamingLLM: the sink blocks and the recent window only
+  TopK,       // Quest: the window and the top_k cold blocks per KV head by key min/max bound
+};
+
+/// The tiered, paged KV cache's settings (the fields of kv::KvCacheConfig a user sets, and the
+/// attention mode). Only the CPU session runs on the paged cache for now; the CUDA session
+/// keeps a contiguous cache and accepts only the defaults (spill_dir aside).
+struct KvPaging {
+  int64_t block_size = 256;      // --kv-block: tokens per block (>= 1)
+  int64_t n_sinks = 4;           // --kv-sinks: attention-sink tokens kept in the window (>= 0)
+  int64_t window_tokens = 4096;  // --kv-window: recent tokens kept in the window (>= 1)
+  int64_t host_budget = -1;      // --host-budget, bytes (all layers, K + V); < 0: no limit
+  int64_t disk_budget = 0;       // --disk-budget, bytes; 0: no disk tier
+  std::string spill_dir;         // --spill-dir: where the disk tier's spill file goes
+  KvAttention attention = KvAttention::Exact;  // --attention
+  int64_t top_k = 0;  // cold blocks per KV head under TopK (>= 1 there, unused otherwise)
+
+  /// True when every setting but spill_dir is the default (what the CUDA session supports).
+  bool is_default() const;
+};
+
+/// "exact" | "streaming" | "topk:K" (K >= 1) into p.attention and p.top_k. Error: "unknown
+/// attention mode 'X' (accepted: exact, streaming, topk:K with K >= 1)".
+Status parse_kv_attention(std::string_view s, KvPaging& p);
+/// "exact", "streaming" or "topk:8"; the approximate ones as "streaming (approximate)" when
+/// `labelled`.
+std::string kv_attention_name(const KvPaging& p, bool labelled = false);
+
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;
   int64_t n_ubatch = 512;  // tokens per prefill step
+  KvPaging paging;         // the CPU session's KV cache; non-default settings need the CPU
 };
 
 struct SessionChoice {
@@ -56,6 +89,8 @@ struct SessionChoice {
 /// Creates a session on the chosen backend. auto: CUDA when probe_cuda().usable and the model
 /// fits in the device's free memory, else the CPU with `note` saying why. cpu: the fast CPU
 /// session. cuda: CUDA or an error "--device cuda: <reason>" (never a silent CPU fallback).
+/// Non-default opts.paging (the tiered KV cache) runs on the CPU only for now: auto picks the
+/// CPU and says so in `note`; cuda is refused with that reason.
 /// Errors otherwise as the backend's create() (bad n_ctx, q8_0 KV on head_dim % 32 != 0, ...).
 Expected<SessionChoice> create_session(const Model& model, const SessionParams& params,
                                        const BackendOptions& opts = {});

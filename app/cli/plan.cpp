@@ -1,0 +1,241 @@
+#include "app/cli/plan.h"
+
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/paths.h"
+#include "engine/common/size.h"
+#include "engine/kv/bandwidth_probe.h"
+#include "engine/kv/planner.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+
+namespace spw::cli {
+
+namespace {
+
+int fail(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.message.c_str());
+  return 1;
+}
+
+// A size flag: -1 when not given.
+Expected<int64_t> size_arg(const std::string& text, const char* flag) {
+  if (text.empty()) return int64_t{-1};
+  auto v = parse_size(text);
+  if (!v) return make_error("{}: {}", flag, v.error().message);
+  return v;
+}
+
+Expected<GgmlType> kv_type_arg(const std::string& text, const char* flag) {
+  auto t = parse_kv_type(text);
+  if (!t) return make_error("{}: {}", flag, t.error().message);
+  switch (*t) {
+    case KvType::F32:
+      return GgmlType::F32;
+    case KvType::F16:
+      return GgmlType::F16;
+    case KvType::Q8_0:
+      return GgmlType::Q8_0;
+  }
+  return GgmlType::F16;
+}
+
+// The folder the disk tier would spill to: --spill-dir, else the cache folder.
+Expected<std::string> spill_folder(const PlanArgs& a) {
+  if (!a.spill_dir.empty()) {
+    if (auto s = app::ensure_writable_dir(a.spill_dir, "spill folder"); !s) return s.error();
+    return a.spill_dir;
+  }
+  app::PathOverrides o;
+  o.data_dir = a.data_dir;
+  auto paths = app::prepare_paths(o);
+  if (!paths) return paths.error();
+  return paths->cache_dir.string();
+}
+
+nlohmann::json tier_json(const kv::TierPlan& t, const char* where) {
+  return {{"where", where}, {"blocks", t.blocks}, {"tokens", t.tokens}, {"bytes", t.bytes}};
+}
+
+// null for an unknown (0) measurement or prediction.
+nlohmann::json number_or_null(double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json budget_json(int64_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); }
+
+std::string budget_text(int64_t v) { return v >= 0 ? format_size(v) : "no limit"; }
+
+std::string tier_line(const kv::TierPlan& t) {
+  return fmt::format("{:>6} blocks {:>9} tokens {:>12}", t.blocks, t.tokens, format_size(t.bytes));
+}
+
+}  // namespace
+
+int run_plan(const PlanArgs& a) {
+  auto vram = size_arg(a.vram, "--vram");
+  if (!vram) return fail(vram.error());
+  auto ram = size_arg(a.ram, "--ram");
+  if (!ram) return fail(ram.error());
+  auto disk = size_arg(a.disk, "--disk");
+  if (!disk) return fail(disk.error());
+  auto type_k = kv_type_arg(a.cache_type_k, "--cache-type-k");
+  if (!type_k) return fail(type_k.error());
+  auto type_v = kv_type_arg(a.cache_type_v, "--cache-type-v");
+  if (!type_v) return fail(type_v.error());
+  if (a.n_ctx < 0) return fail(make_error("-c {} must not be negative", a.n_ctx));
+  if (a.kv_window < 1) return fail(make_error("--kv-window {}: at least 1 token", a.kv_window));
+  if (a.kv_block < 1) return fail(make_error("--kv-block {}: at least 1 token", a.kv_block));
+  if (a.kv_sinks < 0) return fail(make_error("--kv-sinks {} must not be negative", a.kv_sinks));
+
+  auto loaded = Model::load(a.model);
+  if (!loaded) return fail(loaded.error());
+  const Model& model = **loaded;
+  const ModelConfig& c = model.config();
+
+  kv::PlanInput in;
+  in.n_layer = c.n_layer;
+  in.n_kv_heads = c.n_head_kv;
+  in.head_dim = c.head_dim;
+  in.head_dim_v = c.head_dim_v;
+  in.weights_bytes = kv::decode_weight_bytes(model);
+  in.n_ctx = a.n_ctx > 0 ? a.n_ctx : c.n_ctx_train;
+  in.type_k = *type_k;
+  in.type_v = *type_v;
+  in.block_size = a.kv_block;
+  in.n_sinks = a.kv_sinks;
+  in.window_tokens = a.kv_window;
+  in.vram = *vram;
+  in.ram = *ram;
+  in.disk = *disk;
+  // Shape and type errors before the probes spend their second.
+  if (auto p = kv::make_plan(in); !p) return fail(p.error());
+  if (in.n_ctx > c.n_ctx_train) {
+    std::fprintf(stderr, "note: -c %lld is longer than the model's trained context (%lld)\n",
+                 static_cast<long long>(in.n_ctx), static_cast<long long>(c.n_ctx_train));
+  }
+
+  // Probes, now.
+  const unsigned hw = std::thread::hardware_concurrency();
+  const int n_threads = hw == 0 ? 1 : static_cast<int>(hw);
+  constexpr int64_t kRamProbeBytes = int64_t{256} << 20;
+  in.ram_gb_per_s = kv::probe_ram_read_gb_per_s(n_threads, kRamProbeBytes);
+  std::optional<kv::DiskProbe> disk_probe;
+  std::string disk_dir;
+  if (auto dir = spill_folder(a); !dir) {
+    std::fprintf(stderr, "note: no disk probe: %s\n", dir.error().message.c_str());
+  } else {
+    disk_dir = *dir;
+    auto d = kv::probe_disk(disk_dir);
+    if (!d) {
+      std::fprintf(stderr, "note: no disk probe: %s\n", d.error().message.c_str());
+    } else {
+      disk_probe = *d;
+      in.disk_read_gb_per_s = d->read_gb_per_s;
+      in.disk_write_gb_per_s = d->write_gb_per_s;
+    }
+  }
+  auto planned = kv::make_plan(in);
+  if (!planned) return fail(planned.error());
+  const kv::Plan& p = *planned;
+  const char* window_where = p.gpu ? "gpu" : "ram";
+
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["arch"] = c.arch_name;
+    j["n_layer"] = c.n_layer;
+    j["n_kv_heads"] = c.n_head_kv;
+    j["head_dim"] = c.head_dim;
+    j["head_dim_v"] = c.head_dim_v;
+    j["weights_bytes"] = in.weights_bytes;
+    j["n_ctx"] = in.n_ctx;
+    j["cache_type_k"] = kv::kv_type_label(in.type_k);
+    j["cache_type_v"] = kv::kv_type_label(in.type_v);
+    j["kv_block"] = in.block_size;
+    j["kv_window"] = in.window_tokens;
+    j["kv_sinks"] = in.n_sinks;
+    j["budgets"] = {{"vram", budget_json(in.vram)},
+                    {"ram", budget_json(in.ram)},
+                    {"disk", budget_json(in.disk)}};
+    j["device"] = p.gpu ? "gpu" : "cpu";
+    j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+    j["block_bytes"] = p.block_bytes;
+    j["n_blocks"] = p.n_blocks;
+    j["kv_bytes"] = p.kv_bytes;
+    j["window_bytes"] = p.window.bytes;
+    j["host_bytes"] = p.host.bytes;
+    j["disk_bytes"] = p.disk.bytes;
+    j["window"] = tier_json(p.window, window_where);
+    j["host"] = tier_json(p.host, "ram");
+    j["disk"] = tier_json(p.disk, "disk");
+    j["vram_bytes"] = p.vram_bytes;
+    j["ram_kv_bytes"] = p.ram_kv_bytes;
+    j["max_tokens"] = p.max_tokens;
+    j["fits"] = p.fits;
+    j["problems"] = p.problems;
+    j["suggestions"] = nlohmann::json::array();
+    for (const kv::Suggestion& s : p.suggestions) {
+      j["suggestions"].push_back({{"kind", s.kind}, {"flag", s.flag}, {"why", s.why}});
+    }
+    j["probe_ram_gb_per_s"] = number_or_null(in.ram_gb_per_s);
+    j["probe_ram_bytes"] = kRamProbeBytes;
+    j["probe_threads"] = n_threads;
+    j["probe_disk_gb_per_s"] = number_or_null(in.disk_read_gb_per_s);
+    j["probe_disk_write_gb_per_s"] = number_or_null(in.disk_write_gb_per_s);
+    j["probe_disk_bytes"] = disk_probe ? nlohmann::json(disk_probe->bytes) : nlohmann::json();
+    j["probe_disk_dir"] = disk_dir.empty() ? nlohmann::json() : nlohmann::json(disk_dir);
+    j["predicted_prefill_s"] = number_or_null(p.prefill_s);
+    j["predicted_prefill_basis"] = "memory traffic only (a lower bound; compute not modelled)";
+    j["predicted_decode_s_per_token"] = number_or_null(p.decode_s_per_token);
+    j["predicted_decode_tokens_per_s"] = number_or_null(p.decode_tokens_per_s);
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+
+  fmt::print("model       {}: {}, {} layers, {} KV heads, head_dim {}/{}\n", a.model, c.arch_name,
+             c.n_layer, c.n_head_kv, c.head_dim, c.head_dim_v);
+  fmt::print("weights     {} read per decoded token\n", format_size(in.weights_bytes));
+  fmt::print("context     {} tokens, KV {}/{}: {} bytes per token, {} in all\n", in.n_ctx,
+             kv::kv_type_label(in.type_k), kv::kv_type_label(in.type_v), p.kv_bytes_per_token,
+             format_size(p.kv_bytes));
+  fmt::print("blocks      {} tokens = {} each, {} blocks; window {} recent + {} sink tokens\n",
+             in.block_size, format_size(p.block_bytes), p.n_blocks, in.window_tokens, in.n_sinks);
+  fmt::print("budgets     vram {}, ram {}, disk {}\n",
+             in.vram > 0 ? format_size(in.vram) : "none (no GPU)", budget_text(in.ram),
+             in.disk >= 0 ? format_size(in.disk) : "none (no disk tier)");
+  fmt::print("\nwindow ({}) {}\n", p.gpu ? "GPU" : "RAM", tier_line(p.window));
+  fmt::print("host   (RAM) {}\n", tier_line(p.host));
+  fmt::print("disk  (disk) {}\n", tier_line(p.disk));
+  if (p.gpu) fmt::print("VRAM        weights + window = {}\n", format_size(p.vram_bytes));
+  fmt::print("RAM for KV  {}\n", format_size(p.ram_kv_bytes));
+  if (p.fits) {
+    fmt::print("\nfits        yes: all {} tokens\n", in.n_ctx);
+  } else {
+    fmt::print("\nfits        no: {} of {} tokens fit\n", p.max_tokens, in.n_ctx);
+    for (const std::string& why : p.problems) fmt::print("  problem   {}\n", why);
+    for (const kv::Suggestion& s : p.suggestions)
+      fmt::print("  try       {}  ({})\n", s.flag, s.why);
+  }
+  fmt::print("\nprobe       RAM read {:.2f} GB/s ({} threads, {} MiB, best of 3)\n",
+             in.ram_gb_per_s, n_threads, kRamProbeBytes >> 20);
+  if (disk_probe) {
+    fmt::print("            disk read {:.2f} GB/s, write {:.2f} GB/s ({} MiB in {})\n",
+               disk_probe->read_gb_per_s, disk_probe->write_gb_per_s, disk_probe->bytes >> 20,
+               disk_dir);
+  } else {
+    fmt::print("            disk not measured\n");
+  }
+  const auto or_unknown = [](double v, const char* f) {
+    return v > 0 ? fmt::format(fmt::runtime(f), v) : std::string("unknown");
+  };
+  fmt::print("predicted   decode {} at {} tokens ({}), prefill >= {} (memory traffic only)\n",
+             or_unknown(p.decode_tokens_per_s, "{:.1f} tokens/s"), p.fits ? in.n_ctx : p.max_tokens,
+             or_unknown(p.decode_s_per_token * 1e3, "{:.2f} ms per token"),
+             or_unknown(p.prefill_s, "{:.3g} s"));
+  return 0;
+}
+
+}  // namespace spw::cli

@@ -1,0 +1,269 @@
+// spillway-cli and the tiered, paged KV cache: the flags of generate (and bench), --stats,
+// --stats-json, snapshots, budget errors, the spill folder.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/test_model.h"
+
+namespace spw {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tmp_dir() { return cli_test_dir("spillway-cli-kv-test"); }
+
+CliResult run(const std::vector<std::string>& args) {
+  return run_cli(SPILLWAY_CLI_PATH, args, tmp_dir());
+}
+
+fs::path stories() { return fs::path(SPILLWAY_SHARED_DIR) / "models" / "stories260K.gguf"; }
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// "stats: disk      3 blocks ..." -> 3; -1 when the line is missing.
+int64_t stat_blocks(const std::string& err, const std::string& tier) {
+  const std::regex re("stats: " + tier + " +([0-9]+) blocks");
+  std::smatch m;
+  if (!std::regex_search(err, m, re)) return -1;
+  return std::stoll(m[1].str());
+}
+
+std::vector<nlohmann::json> read_json_lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      lines.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception& e) {
+      ADD_FAILURE() << "not one JSON object per line: " << e.what() << "\n" << line;
+    }
+  }
+  return lines;
+}
+
+const std::vector<std::string> kGen = {"generate", "-p", "Once upon a time", "-n", "64",
+                                       "--temp",   "0"};
+const std::vector<std::string> kSpill = {"--kv-block",    "16", "--kv-window",   "16",
+                                         "--host-budget", "8K", "--disk-budget", "1M"};
+
+TEST(CliKv, DoneMeansSpilledStoryEqualsThePlainOne) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  const std::vector<std::string> base = with(kGen, {"-m", stories().string()});
+  const CliResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliResult spilled =
+      run(with(with(base, kSpill), {"--stats", "--spill-dir", tmp_dir().string()}));
+  ASSERT_EQ(spilled.exit_code, 0) << spilled.err;
+  EXPECT_EQ(spilled.out, plain.out);
+  EXPECT_NE(spilled.out.find("Lily"), std::string::npos) << spilled.out;
+  EXPECT_GT(stat_blocks(spilled.err, "disk"), 0) << spilled.err;
+  EXPECT_GE(stat_blocks(spilled.err, "window"), 1) << spilled.err;
+  EXPECT_NE(spilled.err.find("cold->window 0 B"), std::string::npos) << spilled.err;
+  EXPECT_NE(spilled.err.find("attention exact"), std::string::npos) << spilled.err;
+  // The spill file is gone with the process.
+  for (const auto& e : fs::directory_iterator(tmp_dir()))
+    EXPECT_EQ(e.path().filename().string().rfind("spillway-spill-", 0), std::string::npos)
+        << e.path();
+}
+
+TEST(CliKv, StatsJsonHasOneObjectPerStepWithTheKeys) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  const fs::path out = tmp_dir() / "stats.jsonl";
+  const CliResult r = run(with(with(with(kGen, {"-m", stories().string()}), kSpill),
+                               {"--spill-dir", tmp_dir().string(), "--stats-json", out.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = read_json_lines(out);
+  ASSERT_EQ(lines.size(), 64u) << "the prompt, then 63 decode steps (no pass for the last token)";
+  for (const auto& j : lines) {
+    for (const char* key :
+         {"window_blocks", "host_blocks", "disk_blocks", "window_bytes", "host_bytes", "disk_bytes",
+          "cold_to_window_bytes", "prefill_tokens_computed"}) {
+      ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
+      EXPECT_TRUE(j[key].is_number_integer()) << key << " in " << j.dump();
+    }
+    for (const char* key : {"decode_tokens_per_s", "rss_bytes"}) {
+      ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
+      EXPECT_TRUE(j[key].is_number()) << key << " in " << j.dump();
+    }
+    EXPECT_EQ(j["cold_to_window_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(j["prefill_tokens_computed"].get<int64_t>(), 5);
+    EXPECT_GT(j["rss_bytes"].get<double>(), 0);
+  }
+  EXPECT_EQ(lines.front()["phase"], "prefill");
+  EXPECT_EQ(lines.back()["phase"], "decode");
+  EXPECT_GT(lines.back()["decode_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(lines.back()["disk_blocks"].get<int64_t>() + lines.back()["host_blocks"].get<int64_t>(),
+            0);
+}
+
+TEST(CliKv, BadSizesAndSettingsAreRefused) {
+  TestModelSpec spec;
+  const fs::path model = tmp_dir() / "tiny.gguf";
+  ASSERT_TRUE(write_test_model(spec, model.string()).ok());
+  const std::vector<std::string> base = {"generate", "-m", model.string(), "-p", "x", "-n", "2"};
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--host-budget", "12Q"}, "--host-budget: invalid size '12Q'"},
+           {{"--disk-budget=-1M"}, "--disk-budget"},
+           {{"--host-budget", "lots"}, "lots"},
+           {{"--kv-block", "0"}, "--kv-block 0"},
+           {{"--kv-window", "0"}, "--kv-window 0"},
+           {{"--kv-sinks", "-1"}, "--kv-sinks -1"},
+           {{"--ubatch", "0"}, "--ubatch 0"},
+           {{"--attention", "fuzzy"}, "exact, streaming, topk:K"},
+           {{"--attention", "topk:0"}, "topk:0"},
+           {{"--kv-window", "64", "--reference"}, "--reference"},
+           {{"--stats", "--device", "cuda"}, "--device cuda"},
+           {{"--kv-window", "64", "--device", "cuda"}, "--device cuda"},
+       }) {
+    const CliResult r = run(with(base, c.args));
+    EXPECT_EQ(r.exit_code, 1) << c.args[0];
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(CliKv, SmallBudgetsGiveContextFull) {
+  TestModelSpec spec;
+  spec.n_ctx = 1024;
+  const fs::path model = tmp_dir() / "ctx.gguf";
+  ASSERT_TRUE(write_test_model(spec, model.string()).ok());
+  const std::vector<std::string> small = {"--kv-block",    "16", "--kv-window",   "16",
+                                          "--kv-sinks",    "0",  "--host-budget", "0",
+                                          "--disk-budget", "0"};
+  // The prompt does not fit: exit 1, nothing on stdout.
+  CliResult r = run(with({"generate", "-m", model.string(), "-p",
+                          "the cat sat on the mat and then the dog sat on the cat"},
+                         small));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("context full: 16 tokens fit in the budgets you set ("), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  // Generation fills the 16 tokens: stops with the message, exit 0 with what it generated.
+  r = run(with({"generate", "-m", model.string(), "-p", "a", "-n", "64", "--temp", "0", "--json"},
+               small));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[stopped: context full: 16 tokens fit in the budgets you set ("),
+            std::string::npos)
+      << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_tokens"].size() + j["generated_tokens"].size(), 17u)
+      << "16 positions computed, the last sampled token needs no pass";
+}
+
+TEST(CliKv, SnapshotRoundTripSkipsThePrefill) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  const fs::path snap = tmp_dir() / "story.kv", stats = tmp_dir() / "restored.jsonl";
+  const std::vector<std::string> base = with(with(kGen, {"-m", stories().string()}), kSpill);
+  const std::vector<std::string> dir = {"--spill-dir", tmp_dir().string()};
+  const CliResult saved = run(with(with(base, dir), {"--save-kv", snap.string()}));
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  ASSERT_TRUE(fs::exists(snap));
+  const CliResult loaded =
+      run(with(with(base, dir), {"--load-kv", snap.string(), "--stats-json", stats.string()}));
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_EQ(loaded.out, saved.out) << "restoring then decoding gives the same story";
+  const auto lines = read_json_lines(stats);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front()["prefill_tokens_computed"].get<int64_t>(), 0);
+  // A longer prompt reuses the snapshot and computes only the rest.
+  const fs::path stats2 = tmp_dir() / "longer.jsonl";
+  const CliResult longer = run(
+      with(with({"generate", "-m", stories().string(), "-p", "Once upon a time there", "-n", "4",
+                 "--temp", "0", "--load-kv", snap.string(), "--stats-json", stats2.string()},
+                kSpill),
+           dir));
+  ASSERT_EQ(longer.exit_code, 0) << longer.err;
+  const auto l2 = read_json_lines(stats2);
+  ASSERT_FALSE(l2.empty());
+  EXPECT_GT(l2.front()["prefill_tokens_computed"].get<int64_t>(), 0);
+  EXPECT_LT(l2.front()["prefill_tokens_computed"].get<int64_t>(), 6);
+  // A damaged snapshot is refused.
+  const fs::path bad = tmp_dir() / "bad.kv";
+  std::ofstream(bad) << "not a snapshot";
+  const CliResult r = run(with(base, {"--load-kv", bad.string()}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(bad.string()), std::string::npos) << r.err;
+}
+
+TEST(CliKv, ApproximateModesAreLabelled) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  for (const char* mode : {"streaming", "topk:2"}) {
+    const CliResult r =
+        run(with(with(kGen, {"-m", stories().string()}),
+                 {"--kv-block", "16", "--kv-window", "16", "--attention", mode, "--stats"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(std::string("attention ") + mode + " (approximate)"), std::string::npos)
+        << r.err;
+  }
+}
+
+TEST(CliKv, StaleSpillFilesAreRemovedAtStart) {
+  TestModelSpec spec;
+  const fs::path model = tmp_dir() / "stale.gguf";
+  ASSERT_TRUE(write_test_model(spec, model.string()).ok());
+  const fs::path data = tmp_dir() / "data";
+  fs::create_directories(data / "cache");
+  // A pid no process can have (above any pid_max).
+  const fs::path stale = data / "cache" / "spillway-spill-999999999-0.kv";
+  std::ofstream(stale) << "left by a crash";
+  const CliResult r =
+      run({"generate", "-m", model.string(), "-p", "x", "-n", "2", "--data-dir", data.string(),
+           "--disk-budget", "64K", "--kv-window", "16", "--kv-block", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(stale));
+}
+
+TEST(CliKv, BenchTakesTheKvFlags) {
+  TestModelSpec spec;
+  const fs::path model = tmp_dir() / "bench.gguf";
+  ASSERT_TRUE(write_test_model(spec, model.string()).ok());
+  const CliResult r = run({"bench",
+                           "-m",
+                           model.string(),
+                           "--json",
+                           "-p",
+                           "8",
+                           "-n",
+                           "80",
+                           "-r",
+                           "1",
+                           "--device",
+                           "cpu",
+                           "--kv-block",
+                           "16",
+                           "--kv-window",
+                           "16",
+                           "--host-budget",
+                           "4K",
+                           "--disk-budget",
+                           "1M",
+                           "--spill-dir",
+                           tmp_dir().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_block"], 16);
+  EXPECT_EQ(j["attention"], "exact");
+  EXPECT_GT(j["disk_blocks"].get<int64_t>(), 0) << r.out;
+  const CliResult bad = run({"bench", "-m", model.string(), "--host-budget", "1X"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--host-budget"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace spw

@@ -1,0 +1,160 @@
+// spillway-cli plan as a user runs it: the JSON contract (one object, integer
+// kv_bytes_per_token, the probes' fields), the tier split against the budgets, a context that
+// does not fit (still exit 0, with suggestions) and refused flags.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/test_model.h"
+
+namespace spw {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tmp_dir() { return cli_test_dir("spillway-plan-test"); }
+
+// Every run keeps its cache folder (where the disk probe writes) inside the test's folder.
+CliResult run(std::vector<std::string> args) {
+  args.insert(args.begin(), {"--data-dir", (tmp_dir() / "data").string()});
+  return run_cli(SPILLWAY_CLI_PATH, args, tmp_dir());
+}
+
+fs::path stories() { return fs::path(SPILLWAY_SHARED_DIR) / "models" / "stories260K.gguf"; }
+
+// stories260K's attention shape (5 layers, 4 KV heads of 8 dims), generated, so the byte
+// arithmetic is tested even without the shared models.
+const fs::path& stories_shaped() {
+  static const fs::path p = [] {
+    TestModelSpec spec;
+    spec.n_layer = 5;
+    spec.n_embd = 64;
+    spec.n_head = 8;
+    spec.n_head_kv = 4;
+    spec.head_dim = 8;
+    spec.n_ff = 96;
+    spec.n_ctx = 2048;
+    const fs::path path = tmp_dir() / "stories-shaped.gguf";
+    EXPECT_TRUE(write_test_model(spec, path.string()).ok());
+    return path;
+  }();
+  return p;
+}
+
+nlohmann::json parse_one_object(const std::string& out) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(out);  // throws on anything after the object but whitespace
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << "stdout is not one JSON object: " << e.what() << "\n" << out;
+    return nlohmann::json::object();
+  }
+  EXPECT_TRUE(j.is_object()) << out;
+  return j;
+}
+
+void expect_probes(const nlohmann::json& j) {
+  for (const char* key :
+       {"probe_ram_gb_per_s", "probe_disk_gb_per_s", "probe_disk_write_gb_per_s"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    ASSERT_TRUE(j[key].is_number()) << key << " = " << j[key].dump();
+    EXPECT_GT(j[key].get<double>(), 0) << key;
+  }
+  EXPECT_TRUE(j["predicted_decode_tokens_per_s"].is_number());
+  EXPECT_TRUE(j["predicted_prefill_s"].is_number());
+}
+
+TEST(CliPlan, StoriesJsonIsOneObjectWith640BytesPerToken) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  const CliResult r = run({"plan", "-m", stories().string(), "-c", "512", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  ASSERT_TRUE(j["kv_bytes_per_token"].is_number_integer()) << j["kv_bytes_per_token"].dump();
+  EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), 640);
+  EXPECT_EQ(j["n_ctx"], 512);
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["window_bytes"].get<int64_t>(), 2 * 256 * 640);  // two blocks of 256 tokens
+  expect_probes(j);
+}
+
+TEST(CliPlan, NoBudgetsNoGpuFitsAndSaysSoInText) {
+  const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "1024"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("640 bytes per token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fits        yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GB/s"), std::string::npos) << r.out;
+}
+
+TEST(CliPlan, BudgetsSplitTheTiers) {
+  // 2048 tokens in blocks of 16 (10 KiB each): a window of 1 sink + 16 recent blocks, 20 blocks
+  // in 200K of host RAM beside it (170K of window), the rest on disk.
+  const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block",
+                           "16", "--kv-window", "256", "--ram", "370K", "--disk", "2M", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  EXPECT_EQ(j["kv_bytes_per_token"], 640);
+  EXPECT_EQ(j["block_bytes"], 16 * 640);
+  EXPECT_EQ(j["fits"], true) << j["problems"].dump();
+  EXPECT_EQ(j["window"]["blocks"], 17);
+  EXPECT_EQ(j["window"]["where"], "ram");
+  EXPECT_EQ(j["host"]["blocks"], 20);
+  EXPECT_EQ(j["disk"]["blocks"], 128 - 17 - 20);
+  EXPECT_EQ(j["window_bytes"].get<int64_t>() + j["host_bytes"].get<int64_t>() +
+                j["disk_bytes"].get<int64_t>(),
+            j["kv_bytes"].get<int64_t>());
+  EXPECT_EQ(j["budgets"]["ram"], 370 * 1024);
+  EXPECT_TRUE(j["budgets"]["vram"].is_null());
+  expect_probes(j);
+}
+
+TEST(CliPlan, TooSmallBudgetsStillExit0WithSuggestions) {
+  const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block",
+                           "16", "--kv-window", "16", "--ram", "64K", "--vram", "8G", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_EQ(j["device"], "gpu");
+  EXPECT_EQ(j["window"]["where"], "gpu");
+  EXPECT_LT(j["max_tokens"].get<int64_t>(), 2048);
+  EXPECT_FALSE(j["problems"].empty());
+  std::vector<std::string> kinds;
+  for (const auto& s : j["suggestions"]) kinds.push_back(s["kind"].get<std::string>());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "ctx"), kinds.end()) << j["suggestions"].dump();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "ram"), kinds.end()) << j["suggestions"].dump();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "disk"), kinds.end()) << j["suggestions"].dump();
+}
+
+TEST(CliPlan, BadFlagsAreRefused) {
+  const std::string m = stories_shaped().string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"plan", "-m", m, "--ram", "12Q"}, "--ram: invalid size '12Q'"},
+      {{"plan", "-m", m, "--disk", "lots"}, "--disk: invalid size 'lots'"},
+      {{"plan", "-m", m, "--vram=-4G"}, "--vram: invalid size '-4G'"},
+      {{"plan", "-m", m, "--ram", "99999999999T"}, "--ram: invalid size"},
+      {{"plan", "-m", m, "--cache-type-k", "q4_0"}, "unknown KV cache type 'q4_0'"},
+      {{"plan", "-m", m, "--cache-type-v", "q8_0"}, "q8_0 KV cache needs head_dim_v % 32 == 0"},
+      {{"plan", "-m", m, "--kv-block", "0"}, "--kv-block 0"},
+      {{"plan", "-m", (tmp_dir() / "missing.gguf").string()}, "missing.gguf"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args.back());
+    const CliResult r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace spw
