@@ -1,6 +1,8 @@
 // spillway-cli: the headless front end. Links no Widgets and needs no display.
 // Flags follow llama.cpp's conventions (-m, -p, -n, -c, -t, --temp, ...). Global options such as
 // --data-dir are accepted anywhere on the line.
+#include <signal.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include "app/paths.h"
 #include "app/version.h"
 #include "engine/chat/chat_template.h"
+#include "engine/kv/spill_file.h"
 
 namespace {
 
@@ -28,7 +31,33 @@ int parse_error(CLI::App& app, const CLI::ParseError& e) {
 
 }  // namespace
 
+namespace {
+
+// SIGINT/SIGTERM/SIGHUP: remove this process's spill files, then die of the signal as before
+// (so a shell still sees 130/143/129). Without it an interrupted run leaves its spill file for
+// the next start to clean.
+extern "C" void remove_spill_files_and_reraise(int sig) {
+  spw::kv::unlink_spill_files_for_signal();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_signal_cleanup() {
+  struct sigaction sa = {};
+  sa.sa_handler = remove_spill_files_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old = {};
+    // A signal the parent set to be ignored (nohup, background jobs) stays ignored.
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  install_signal_cleanup();
   using namespace spw::cli;
   CLI::App app{"spillway-cli: local long-document analysis with GGUF models (headless)"};
   app.require_subcommand(1);

@@ -1,4 +1,5 @@
 #include "engine/gguf/gguf_writer.h"
+#include "engine/common/output_path.h"
 
 #include <unistd.h>
 
@@ -7,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
 namespace spw {
 
@@ -222,29 +222,10 @@ std::vector<uint8_t> GgufWriter::serialize() const {
 }
 
 Status GgufWriter::write(const std::string& path_in) const {
-  // The output must be (or become) a regular file: a symlink is followed to its target (the
-  // link stays a link), anything else that exists (a device such as /dev/full, a FIFO, a
-  // folder) is refused before a byte is written, as is a path whose folder does not exist.
-  if (path_in.empty()) return make_error("no output path given");
-  std::error_code ec;
-  std::filesystem::path target(path_in);
-  for (int hops = 0; std::filesystem::is_symlink(std::filesystem::symlink_status(target, ec));
-       ++hops) {  // follow links (dangling ones too) to the file they name
-    if (hops == 40) return make_error("{}: too many levels of symbolic links", path_in);
-    std::filesystem::path next = std::filesystem::read_symlink(target, ec);
-    if (ec) return make_error("{}: cannot read the link: {}", path_in, ec.message());
-    target = next.is_absolute() ? next : target.parent_path() / next;
-  }
-  const auto st = std::filesystem::status(target, ec);
-  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
-    return make_error("{}: exists and is not a regular file; refusing to replace it", path_in);
-  }
-  const std::filesystem::path dir =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return make_error("{}: folder {} does not exist", path_in, dir.string());
-  }
-  const std::string path = target.string();
+  // The output must be (or become) a regular file: see resolve_output_path.
+  auto resolved = resolve_output_path(path_in);
+  if (!resolved) return resolved.error();
+  const std::string& path = *resolved;
   // A per-process temporary name: two writers of the same path never share it.
   const std::string tmp = temp_path_for(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -1,4 +1,5 @@
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/limits.h"
 
 #include <algorithm>
 #include <cassert>
@@ -293,6 +294,7 @@ Status validate(const KvCacheConfig& c) {
                       c.head_dim_v);
   }
   if (c.block_size < 1) return make_error("--kv-block must be >= 1 (got {})", c.block_size);
+  if (Status st = check_paging_limits(c.n_ctx, c.block_size); !st) return st;
   if (c.n_sinks < 0) return make_error("--kv-sinks must be >= 0 (got {})", c.n_sinks);
   if (c.window_tokens < 1) return make_error("--kv-window must be >= 1 (got {})", c.window_tokens);
   if (c.disk_budget < 0) return make_error("--disk-budget must be >= 0 (got {})", c.disk_budget);
@@ -305,8 +307,10 @@ Status validate(const KvCacheConfig& c) {
 
 }  // namespace
 
-Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config) {
-  if (Status st = validate(config); !st) return st.error();
+Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_in) {
+  if (Status st = validate(config_in); !st) return st.error();
+  KvCacheConfig config = config_in;  // what config() reports: the settings as applied
+  clamp_paging_to_context(config.n_ctx, config.block_size, config.window_tokens, config.n_sinks);
   const KvCacheConfig& c = config;
   const int64_t row_k = static_cast<int64_t>(row_size(c.type_k, c.head_dim));
   const int64_t row_v = static_cast<int64_t>(row_size(c.type_v, c.head_dim_v));

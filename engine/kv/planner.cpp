@@ -1,4 +1,5 @@
 #include "engine/kv/planner.h"
+#include "engine/kv/limits.h"
 
 #include <algorithm>
 
@@ -57,13 +58,18 @@ Status check_input(const PlanInput& in) {
   }
   if (in.n_sinks < 0)
     return make_error("plan: --kv-sinks must not be negative (got {})", in.n_sinks);
+  if (auto s = check_paging_limits(in.n_ctx, in.block_size); !s) {
+    return make_error("plan: {}", s.error().message);
+  }
   if (in.weights_bytes < 0) return make_error("plan: weights bytes must not be negative");
   return Status::Ok();
 }
 
 // The split and the predictions, without suggestions.
-Expected<Plan> compute(const PlanInput& in) {
-  if (auto s = check_input(in); !s) return s.error();
+Expected<Plan> compute(const PlanInput& in_raw) {
+  if (auto s = check_input(in_raw); !s) return s.error();
+  PlanInput in = in_raw;  // settings longer than the context are cut to it, as KvCache does
+  clamp_paging_to_context(in.n_ctx, in.block_size, in.window_tokens, in.n_sinks);
   auto rk = kv_row_bytes(in.type_k, in.head_dim, "head_dim");
   if (!rk) return rk.error();
   auto rv = kv_row_bytes(in.type_v, in.head_dim_v, "head_dim_v");
@@ -214,9 +220,12 @@ Expected<int64_t> kv_row_bytes(GgmlType type, int64_t head_dim, std::string_view
   }
 }
 
-Expected<Plan> make_plan(const PlanInput& in) {
-  auto planned = compute(in);
-  if (!planned || planned->fits) return planned;
+Expected<Plan> make_plan(const PlanInput& in_raw) {
+  auto planned = compute(in_raw);
+  if (!planned) return planned;
+  PlanInput in = in_raw;  // as compute() applied it
+  clamp_paging_to_context(in.n_ctx, in.block_size, in.window_tokens, in.n_sinks);
+  if (planned->fits) return planned;
   Plan& p = *planned;
   const bool window_ram_problem = !p.gpu && in.ram >= 0 && p.window.bytes > in.ram;
   const bool vram_problem = p.gpu && p.vram_bytes > in.vram;

@@ -14,6 +14,7 @@
 // decompressor never writes past the block it was given and the frame must end exactly with the
 // last block.
 #include "engine/kv/snapshot.h"
+#include "engine/common/output_path.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -209,8 +210,12 @@ uint64_t model_fingerprint(const Model& model) {
   return XXH3_64bits(p.bytes.data(), p.bytes.size());
 }
 
-Status save_snapshot(const std::string& path, const Model& model, KvCache& cache,
+Status save_snapshot(const std::string& path_in, const Model& model, KvCache& cache,
                      std::span<const int32_t> tokens) {
+  // Renaming onto /dev/null, a FIFO or a link would replace it: write to a regular file only.
+  auto resolved = resolve_output_path(path_in);
+  if (!resolved) return make_error("saving snapshot: {}", resolved.error().message);
+  const std::string& path = *resolved;
   const int64_t n_tokens = cache.n_tokens();
   if (static_cast<int64_t>(tokens.size()) != n_tokens) {
     return make_error("saving snapshot {}: {} token ids given for a cache of {} tokens", path,

@@ -34,7 +34,40 @@ bool all_digits(std::string_view s) {
   return true;
 }
 
+// The paths of this process's open spill files, for unlink_spill_files_for_signal(): fixed
+// buffers claimed with an atomic flag, so a signal handler can read them without locks or
+// allocation. A process holding more spill files than slots still removes them at exit.
+constexpr int kSignalSlots = 32;
+struct SignalSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being written, 2 holds a path
+  char path[4096];
+};
+SignalSlot g_signal_slots[kSignalSlots];
+
+int register_for_signal(const std::string& path) {
+  if (path.size() >= sizeof g_signal_slots[0].path) return -1;
+  for (int i = 0; i < kSignalSlots; ++i) {
+    int expected = 0;
+    if (g_signal_slots[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_signal_slots[i].path, path.c_str(), path.size() + 1);
+      g_signal_slots[i].state.store(2, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void unregister_for_signal(int slot) {
+  if (slot >= 0) g_signal_slots[slot].state.store(0, std::memory_order_release);
+}
+
 }  // namespace
+
+void unlink_spill_files_for_signal() noexcept {
+  for (SignalSlot& s : g_signal_slots) {
+    if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
+  }
+}
 
 int64_t spill_file_pid(const std::string& file_name) {
   std::string_view s = file_name;
@@ -90,9 +123,12 @@ Expected<std::unique_ptr<SpillFile>> SpillFile::create(const std::string& dir, i
 }
 
 SpillFile::SpillFile(std::string path, int fd, int64_t n_slots, int64_t slot_bytes, uint8_t* map)
-    : path_(std::move(path)), fd_(fd), n_slots_(n_slots), slot_bytes_(slot_bytes), map_(map) {}
+    : path_(std::move(path)), fd_(fd), n_slots_(n_slots), slot_bytes_(slot_bytes), map_(map) {
+  signal_slot_ = register_for_signal(path_);
+}
 
 SpillFile::~SpillFile() {
+  unregister_for_signal(signal_slot_);
   if (map_ != nullptr) ::munmap(map_, static_cast<size_t>(n_slots_ * slot_bytes_));
   if (fd_ >= 0) ::close(fd_);
   ::unlink(path_.c_str());

@@ -48,6 +48,7 @@ class SpillFile {
   SpillFile(std::string path, int fd, int64_t n_slots, int64_t slot_bytes, uint8_t* map);
 
   std::string path_;
+  int signal_slot_ = -1;  // entry in the table unlink_spill_files_for_signal() reads
   int fd_ = -1;
   int64_t n_slots_ = 0;
   int64_t slot_bytes_ = 0;
@@ -56,5 +57,10 @@ class SpillFile {
 
 /// Parses "spillway-spill-<pid>-<n>.kv"; returns the pid, or -1 for any other name.
 int64_t spill_file_pid(const std::string& file_name);
+
+/// Async-signal-safe: unlinks every spill file this process has open (the memory they map
+/// stays valid until exit). For a SIGINT/SIGTERM/SIGHUP handler, which should then end the
+/// process (re-raise with the default action), since the caches still hold the removed names.
+void unlink_spill_files_for_signal() noexcept;
 
 }  // namespace spw::kv

@@ -1,5 +1,7 @@
 // spillway-cli and the tiered, paged KV cache: the flags of generate (and bench), --stats,
 // --stats-json, snapshots, budget errors, the spill folder.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -263,6 +265,53 @@ TEST(CliKv, BenchTakesTheKvFlags) {
   const CliResult bad = run({"bench", "-m", model.string(), "--host-budget", "1X"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--host-budget"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace spw
+
+namespace spw {
+namespace {
+
+// Found by a fresh-user run: a block or window longer than the context made the session and
+// the cache disagree about the block layout (non-finite logits, then a crash), and a huge
+// block size divided by zero.
+TEST(CliKv, SettingsLongerThanTheContextAreCutToIt) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  const std::vector<std::string> base = {"generate", "-m", stories().string(), "-p",
+                                         "Once upon a time", "-n", "30", "-c", "40", "--temp",
+                                         "0", "--device", "cpu"};
+  const CliResult plain = run(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("Lily"), std::string::npos) << plain.out;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--kv-block", "60000"},
+        std::vector<std::string>{"--kv-block", "16", "--kv-window", "1000", "--kv-sinks", "500"},
+        std::vector<std::string>{"--kv-window", "9223372036854775807"}}) {
+    const CliResult r = run(with(base, extra));
+    ASSERT_EQ(r.exit_code, 0) << extra[0] << " " << extra[1] << ": " << r.err;
+    EXPECT_EQ(r.out, plain.out) << extra[0] << " " << extra[1];
+  }
+  const CliResult huge = run(with(base, {"--kv-block", "4611686018427387904"}));
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_NE(huge.err.find("--kv-block 4611686018427387904 is too large"), std::string::npos)
+      << huge.err;
+  const CliResult plan = run({"plan", "-m", stories().string(), "-c", "99999999999999"});
+  EXPECT_EQ(plan.exit_code, 1);
+  EXPECT_NE(plan.err.find("too large"), std::string::npos) << plan.err;
+}
+
+TEST(CliKv, SaveKvNeverReplacesANonRegularFile) {
+  if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+  const fs::path fifo = tmp_dir() / "snapshot.fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const CliResult r = run({"generate", "-m", stories().string(), "-p", "Once", "-n", "2",
+                           "--temp", "0", "--save-kv", fifo.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  fs::remove(fifo);
 }
 
 }  // namespace

@@ -126,6 +126,11 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
       cp_(cpu),
       pool_(resolve_threads(params.n_threads)),
       cache_(std::move(cache)) {
+  // The cache cuts a block, window or sink count longer than the context to it
+  // (engine/kv/limits.h); the attention code must use the settings as applied.
+  cp_.paging.block_size = cache_->config().block_size;
+  cp_.paging.n_sinks = cache_->config().n_sinks;
+  cp_.paging.window_tokens = cache_->config().window_tokens;
   kv_k_ = kv_ggml_type(p_.kv_type_k);
   kv_v_ = kv_ggml_type(p_.kv_type_v);
   lv_.resize(static_cast<size_t>(c_.n_layer));
