@@ -29,6 +29,7 @@
 #include "engine/gguf/ggml_types.h"
 #include "kernels/launch.h"
 #include "tests/cuda/cuda_test.h"
+#include "tests/support/quant_blocks.h"
 
 namespace spw::kernels {
 namespace {
@@ -44,36 +45,9 @@ std::string name_of(GgmlType t) { return type_name(static_cast<uint32_t>(t)); }
 int block_elems(GgmlType t) { return type_traits(static_cast<uint32_t>(t))->block_size; }
 int block_bytes(GgmlType t) { return type_traits(static_cast<uint32_t>(t))->type_size; }
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// Byte offsets of a block's binary16 scale fields (engine/gguf/ggml_types.h).
-std::vector<int> half_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q8_0:
-      return {0};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return {0, 2};
-    case GgmlType::Q6_K:
-      return {208};
-    default:
-      return {};
-  }
-}
+using test::bits_of;
+using test::float_of;
+using test::half_fields;
 
 // A weight [n_out][n_in] as uploaded: rows of row_bytes (the row's data plus `pad` bytes),
 // and the reference floats of each row.

@@ -16,6 +16,7 @@
 #include "engine/common/fp16.h"
 #include "engine/gguf/ggml_types.h"
 #include "kernels/quant_math.h"
+#include "tests/support/quant_blocks.h"
 
 namespace spw::kernels {
 namespace {
@@ -25,36 +26,9 @@ constexpr GgmlType kTypes[] = {
     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
 };
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// Byte offsets of the binary16 scale fields of a block (ggml_types.h's structs).
-std::vector<int> half_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q8_0:
-      return {0};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return {0, 2};
-    case GgmlType::Q6_K:
-      return {208};
-    default:
-      return {};
-  }
-}
+using test::bits_of;
+using test::float_of;
+using test::half_fields;
 
 // Decodes a row of n elements with the quant_math.h functions the kernels use, group by
 // group; `hits` counts how often each element was written (each must be written once).
