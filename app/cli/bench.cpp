@@ -125,6 +125,9 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
   const ModelConfig& c = model.config();
   const std::span<const int32_t> prompt(ids.data(), static_cast<size_t>(a.n_prompt));
   const std::span<const int32_t> gen(ids.data() + a.n_prompt, static_cast<size_t>(a.n_gen));
+  // The -d prefix of every tg repeat, after the prompt and the generated ids.
+  const std::span<const int32_t> depth(ids.data() + a.n_prompt + a.n_gen,
+                                       static_cast<size_t>(a.depth));
   Measurement m;
 
   {  // Warm-up (not timed): touches every weight page and starts the threads, as llama-bench.
@@ -152,6 +155,12 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
   for (int r = 0; r < a.reps; ++r) {
     auto s = make_session(model, sp, a.reference, device, kv);
     if (!s) return s.error();
+    if (!depth.empty()) {  // untimed, as llama-bench's -d
+      if (auto st = s->session->eval(depth, false); !st) return st.error();
+      if (s->fast != nullptr) {  // spilling done before the clock starts
+        if (auto st = s->fast->flush_kv(); !st) return st.error();
+      }
+    }
     const auto t0 = Clock::now();
     for (size_t i = 0; i < gen.size(); ++i) {
       if (auto st = s->session->eval(gen.subspan(i, 1), true); !st) return st.error();
@@ -159,7 +168,8 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     tg.push_back(a.n_gen / seconds_since(t0));
     m.kv_bytes = std::max(m.kv_bytes, kv_bytes_of(*s, c));
     if (s->fast != nullptr && s->fast->flush_kv().ok()) m.tiers = s->fast->stats().kv;
-    std::fprintf(stderr, "tg%d rep %d/%d: %.2f t/s\n", a.n_gen, r + 1, a.reps, tg.back());
+    std::fprintf(stderr, "tg%d @ d%d rep %d/%d: %.2f t/s\n", a.n_gen, a.depth, r + 1, a.reps,
+                 tg.back());
   }
   m.pp = summarize(pp);
   m.tg = summarize(tg);
@@ -186,6 +196,12 @@ void add_kv_options(CLI::App& sub, KvArgs& a) {
   sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step")->capture_default_str();
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")
+      ->capture_default_str();
+}
+
+void add_depth_option(CLI::App& sub, int& depth) {
+  sub.add_option("-d,--depth", depth,
+                 "Context depth of the tg test: tokens prefilled, untimed, before each repeat")
       ->capture_default_str();
 }
 
@@ -230,6 +246,7 @@ int run_bench(const BenchArgs& a) {
     return fail(make_error("-p {}: the prompt needs at least 1 token", a.n_prompt));
   if (a.n_gen < 1) return fail(make_error("-n {}: generate at least 1 token", a.n_gen));
   if (a.reps < 1) return fail(make_error("-r {}: at least 1 repeat", a.reps));
+  if (a.depth < 0) return fail(make_error("-d {} must not be negative", a.depth));
   if (a.n_threads < 0) return fail(make_error("-t {} must not be negative", a.n_threads));
   auto device = parse_device(a.device);
   if (!device) return fail(make_error("--device: {}", device.error().message));
@@ -259,6 +276,11 @@ int run_bench(const BenchArgs& a) {
                            a.n_prompt, a.n_gen, static_cast<int64_t>(a.n_prompt) + a.n_gen,
                            c.n_ctx_train));
   }
+  if (static_cast<int64_t>(a.depth) + a.n_gen > c.n_ctx_train) {
+    return fail(make_error("-d {} + -n {} = {} tokens do not fit the model's context of {}",
+                           a.depth, a.n_gen, static_cast<int64_t>(a.depth) + a.n_gen,
+                           c.n_ctx_train));
+  }
 
   SessionParams sp;
   sp.n_ctx = c.n_ctx_train;
@@ -271,7 +293,9 @@ int run_bench(const BenchArgs& a) {
 
   // Random but seeded ids, the same on every run: prompt first, then the generated tokens.
   std::mt19937 rng(1234);
-  std::vector<int32_t> ids(static_cast<size_t>(a.n_prompt + a.n_gen));
+  // The -d prefix comes last, so the pp and tg ids do not depend on it.
+  std::vector<int32_t> ids(static_cast<size_t>(a.n_prompt + a.n_gen) +
+                           static_cast<size_t>(a.depth));
   for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.n_vocab));
 
   auto m = measure(model, sp, a, *device, kv, ids);
@@ -280,9 +304,10 @@ int run_bench(const BenchArgs& a) {
   const int64_t peak_rss = peak_rss_bytes();
   const double probe = kv::probe_ram_read_gb_per_s(sp.n_threads);
 
-  // Step i of tg (0-based, from an empty cache) reads i + 1 cached positions.
+  // Step i of tg (0-based, after the depth prefix) reads depth + i + 1 cached positions.
   const int64_t weights = kv::decode_weight_bytes(model);
-  const double kv_read = static_cast<double>(c.kv_bytes_per_token(2)) * (a.n_gen + 1) / 2.0;
+  const double kv_read =
+      static_cast<double>(c.kv_bytes_per_token(2)) * (a.depth + (a.n_gen + 1) / 2.0);
   const double bytes_per_token = static_cast<double>(weights) + kv_read;
   const double tg_gb_per_s = bytes_per_token * m->tg.median / 1e9;
   const auto model_bytes = static_cast<int64_t>(model.file().file_size());
@@ -300,6 +325,7 @@ int run_bench(const BenchArgs& a) {
     j["n_prompt"] = a.n_prompt;
     j["n_gen"] = a.n_gen;
     j["reps"] = a.reps;
+    j["depth"] = a.depth;
     j["pp_tokens_per_s"] = m->pp.median;
     j["pp_tokens_per_s_min"] = m->pp.min;
     j["pp_tokens_per_s_max"] = m->pp.max;
@@ -337,7 +363,8 @@ int run_bench(const BenchArgs& a) {
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
   fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10}\n", fmt::format("pp{}", a.n_prompt),
              m->pp.median, m->pp.min, m->pp.max, "");
-  fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n", fmt::format("tg{}", a.n_gen),
+  fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n",
+             a.depth > 0 ? fmt::format("tg{} @ d{}", a.n_gen, a.depth) : fmt::format("tg{}", a.n_gen),
              m->tg.median, m->tg.min, m->tg.max, tg_gb_per_s);
   fmt::print("\nper token  {} weights + {} KV (average) read per generated token\n", mib(weights),
              mib(static_cast<int64_t>(kv_read)));

@@ -4,6 +4,8 @@
 //
 //   pp: one eval of n_prompt seeded random token ids (logits for the last) into a fresh session.
 //   tg: n_gen single-token evals one after another into a fresh session, each with logits.
+//       With -d N (depth), each repeat's fresh session first prefills N seeded random tokens,
+//       untimed, so the timed steps read N + 1 ... N + n_gen cached positions (pp unaffected).
 // Each of the `reps` repeats starts from an empty cache; the median, min and max tokens/s are
 // reported. Effective tg bandwidth = bytes read per generated token x tg tokens/s, where the
 // bytes are every 2-D weight the forward pass reads (all layer matrices and output.weight,
@@ -42,6 +44,9 @@ struct KvArgs {
 /// --ubatch and --attention to a subcommand.
 void add_kv_options(CLI::App& sub, KvArgs& a);
 
+/// Adds -d/--depth (BenchArgs::depth) to a bench command (spillway-cli bench, spillway-bench).
+void add_depth_option(CLI::App& sub, int& depth);
+
 /// The paging settings of the flags: sizes parsed (errors name the flag: "--host-budget: invalid
 /// size '8Q' (...)"), counts checked, the spill folder chosen (created when the disk tier is
 /// used) and cleared of the spill files of processes that no longer run.
@@ -53,6 +58,7 @@ struct BenchArgs {
   int n_gen = 128;              // -n: tokens of the tg test
   int n_threads = 0;            // -t; 0: all cores (the probe uses as many)
   int reps = 3;                 // -r: repeats of each test
+  int depth = 0;                // -d: context depth of the tg test (llama-bench's -d)
   bool reference = false;       // --reference: time the float64 ReferenceSession instead
   bool json = false;            // --json: stdout is exactly one JSON object
   std::string device = "auto";  // --device: auto | cpu | cuda
@@ -62,7 +68,8 @@ struct BenchArgs {
 /// `device` ("auto" | "cpu" | "cuda", the --device flag) picks the fast path's backend once, for
 /// every session of the run (engine/session/device.h); the table and the JSON name it ("device":
 /// "cpu" | "cuda", "backend": "cpu (avx2, 2 threads)"). --reference always runs on the CPU.
-/// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, n_threads negative, an unknown
+/// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, depth negative, depth + n_gen
+/// longer than the model's context, n_threads negative, an unknown
 /// device, --reference with device cuda, --device cuda without a usable GPU, n_prompt + n_gen
 /// longer than the model's context, a model that does not load, an eval error.
 /// The paged KV cache's flags (KvArgs) configure the fast CPU session of every repeat; the JSON

@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c_bench->add_flag("--json", bench.json, "One JSON object on stdout");
   add_kv_options(*c_bench, bench.kv);
+  add_depth_option(*c_bench, bench.depth);
 
   PlanArgs plan;
   auto* c_plan = app.add_subcommand(

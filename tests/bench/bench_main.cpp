@@ -2,6 +2,8 @@
 // no app layer (SPILLWAY_DEVICE_ONLY on a bare GPU machine). Same flags, same output, same exit
 // codes: run_bench (app/cli/bench.cpp) does the work.
 //   spillway-bench -m model.gguf -p 512 -n 128 -r 3 --device cuda --json
+//   spillway-bench -m model.gguf -p 8 -n 64 -d 4096 --kv-window 1024 --host-budget 8M
+//       --disk-budget 1G --spill-dir /tmp/spill --json
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +32,10 @@ int main(int argc, char** argv) {
   app.add_flag("--reference", a.reference,
                "Time the float64 reference forward pass (CPU only) instead of the fast path");
   app.add_flag("--json", a.json, "One JSON object on stdout");
+  spw::cli::add_depth_option(app, a.depth);
+  // The paged KV cache's flags, as spillway-cli bench. There is no app cache folder here, so the
+  // disk tier (--disk-budget) needs --spill-dir.
+  spw::cli::add_kv_options(app, a.kv);
 
   try {
     app.parse(argc, argv);

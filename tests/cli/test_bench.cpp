@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -72,6 +73,20 @@ TEST(CliBench, JsonHasEveryKeyWithPositiveNumbers) {
   // One repeat: median, min and max are the same measurement.
   EXPECT_EQ(j["pp_tokens_per_s"].get<double>(), j["pp_tokens_per_s_min"].get<double>());
   EXPECT_EQ(j["tg_tokens_per_s"].get<double>(), j["tg_tokens_per_s_max"].get<double>());
+}
+
+// -d as llama-bench: each tg repeat decodes after an untimed prefill of N tokens.
+TEST(CliBench, DepthIsReportedAndTgIsFinite) {
+  const Result r = run({"bench", "-m", tiny_model().string(), "-d", "32", "-n", "4", "-p", "8",
+                        "-r", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  ASSERT_TRUE(j.contains("depth") && j["depth"].is_number_integer()) << r.out;
+  EXPECT_EQ(j["depth"].get<int>(), 32);
+  ASSERT_TRUE(j.contains("tg_tokens_per_s") && j["tg_tokens_per_s"].is_number()) << r.out;
+  const double tg = j["tg_tokens_per_s"].get<double>();
+  EXPECT_TRUE(std::isfinite(tg)) << r.out;
+  EXPECT_GT(tg, 0.0) << r.out;
 }
 
 TEST(CliBench, MinMedianMaxAreOrdered) {
