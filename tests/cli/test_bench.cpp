@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/cli_runner.h"
+#include "tests/support/json_output.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -41,18 +42,7 @@ const fs::path& tiny_model() {
   return p;
 }
 
-// Parses stdout as exactly one JSON object (trailing newline allowed) or fails the test.
-nlohmann::json parse_one_object(const std::string& out) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(out);  // throws on anything after the object but whitespace
-  } catch (const nlohmann::json::exception& e) {
-    ADD_FAILURE() << "stdout is not one JSON object: " << e.what() << "\n" << out;
-    return nlohmann::json::object();
-  }
-  EXPECT_TRUE(j.is_object()) << out;
-  return j;
-}
+using test::parse_one_object;
 
 TEST(CliBench, JsonHasEveryKeyWithPositiveNumbers) {
   const Result r = run({"bench", "-m", tiny_model().string(), "--json", "-p", "16", "-n", "8", "-r",

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/cli_runner.h"
+#include "tests/support/json_output.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -47,17 +48,7 @@ const fs::path& stories_shaped() {
   return p;
 }
 
-nlohmann::json parse_one_object(const std::string& out) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(out);  // throws on anything after the object but whitespace
-  } catch (const nlohmann::json::exception& e) {
-    ADD_FAILURE() << "stdout is not one JSON object: " << e.what() << "\n" << out;
-    return nlohmann::json::object();
-  }
-  EXPECT_TRUE(j.is_object()) << out;
-  return j;
-}
+using test::parse_one_object;
 
 void expect_probes(const nlohmann::json& j) {
   for (const char* key :
