@@ -233,9 +233,14 @@ Expected<KvPaging> make_paging(const KvArgs& a) {
       return Error{"--disk-budget needs a folder for the spill file: pass --spill-dir DIR"};
     return p;
   }
-  if (p.disk_budget > 0) {  // the cache reports a folder it cannot write in
+  if (p.disk_budget > 0) {
+    // The folder's own error (read-only file system, permission) says more than the cache's
+    // later "cannot create the spill file ...: No such file or directory".
     std::error_code ec;
     std::filesystem::create_directories(p.spill_dir, ec);
+    if (ec) {
+      return make_error("cannot create the spill folder {}: {}", p.spill_dir, ec.message());
+    }
   }
   kv::remove_stale_spill_files(p.spill_dir);  // leftovers of a crashed run
   return p;

@@ -54,6 +54,11 @@ void install_signal_cleanup() {
   }
 }
 
+// "--save-kv ''" would otherwise be taken as "not given".
+const CLI::Validator non_empty_path(
+    [](std::string& s) { return s.empty() ? std::string("an empty path names no file") : std::string(); },
+    "FILE");
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,8 +135,10 @@ int main(int argc, char** argv) {
   add_kv_options(*c_gen, gen.kv);
   c_gen->add_flag("--stats", gen.stats,
                   "KV tiers, bytes moved, attention times and speed on stderr at the end");
-  c_gen->add_option("--stats-json", gen.stats_json, "Write one JSON object per step to FILE");
-  c_gen->add_option("--save-kv", gen.save_kv, "Save the prompt's KV cache to FILE");
+  c_gen->add_option("--stats-json", gen.stats_json, "Write one JSON object per step to FILE")
+      ->check(non_empty_path);
+  c_gen->add_option("--save-kv", gen.save_kv, "Save the prompt's KV cache to FILE")
+      ->check(non_empty_path);
   c_gen->add_option("--load-kv", gen.load_kv,
                     "Reuse the KV snapshot in FILE for the prompt's matching start");
 
