@@ -21,7 +21,6 @@ namespace {
 // until the copy thread has copied it out, so with two spares decode normally never waits.
 constexpr int64_t kSpareWindowSlots = 2;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One row (one head, one position) f32 -> the cache type.
 void write_row(GgmlType type, const float* x, uint8_t* dst, int64_t n) {
@@ -323,8 +322,9 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
   m.row_v = row_v;
   m.layer_k_bytes = layer_k_bytes;
   m.layer_bytes = layer_bytes;
-  m.n_sink_blocks = ceil_div(c.n_sinks, c.block_size);
-  m.n_recent_blocks = ceil_div(c.window_tokens, c.block_size);
+  const WindowBlocks wb = window_blocks(c.n_sinks, c.window_tokens, c.block_size);
+  m.n_sink_blocks = wb.sinks;
+  m.n_recent_blocks = wb.recent;
 
   // Cold slots: what the budgets hold, but never more than n_ctx can use (an unlimited or huge
   // budget does not preallocate a disk file or reserve RAM for positions that cannot exist).

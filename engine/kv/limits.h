@@ -12,6 +12,20 @@ namespace spw::kv {
 inline constexpr int64_t kMaxContextTokens = int64_t{1} << 31;  // 2^31 positions
 inline constexpr int64_t kMaxBlockTokens = int64_t{1} << 16;    // 65536 tokens per block
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The window's blocks: the attention-sink tokens and the recent tokens, each rounded up to
+/// whole blocks (the block being filled counts as a recent one). One rule for the cache, the
+/// session's split of attention jobs and the planner.
+struct WindowBlocks {
+  int64_t sinks = 0;
+  int64_t recent = 0;
+  int64_t total() const { return sinks + recent; }
+};
+inline WindowBlocks window_blocks(int64_t n_sinks, int64_t window_tokens, int64_t block_size) {
+  return {ceil_div(n_sinks, block_size), ceil_div(window_tokens, block_size)};
+}
+
 /// Errors for a context or block size beyond the limits above.
 inline Status check_paging_limits(int64_t n_ctx, int64_t block_size) {
   if (n_ctx > kMaxContextTokens) {

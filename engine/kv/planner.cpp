@@ -12,7 +12,6 @@ namespace spw::kv {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A size as a flag value that parse_size reads back, rounded up so it still suffices, in a unit
 // that keeps the rounding under 1/16: KiB below 16 MiB, MiB below 16 GiB, GiB above.
@@ -84,7 +83,7 @@ Expected<Plan> compute(const PlanInput& in_raw) {
   p.gpu = in.vram > 0;
 
   // Window: sink blocks + recent blocks (the block being filled counts as one of them).
-  const int64_t window_slots = ceil_div(in.n_sinks, bs) + ceil_div(in.window_tokens, bs);
+  const int64_t window_slots = window_blocks(in.n_sinks, in.window_tokens, bs).total();
   const int64_t cold = std::max<int64_t>(0, p.n_blocks - window_slots);
   p.window.blocks = p.n_blocks - cold;
   p.window.tokens = in.n_ctx - cold * bs;
@@ -275,7 +274,7 @@ Expected<Plan> make_plan(const PlanInput& in_raw) {
                                          format_size(in.weights_bytes), format_size(in.vram))});
   } else if (vram_problem || window_ram_problem) {
     const int64_t room = vram_problem ? in.vram - in.weights_bytes : in.ram;
-    const int64_t sink_blocks = ceil_div(in.n_sinks, in.block_size);
+    const int64_t sink_blocks = window_blocks(in.n_sinks, in.window_tokens, in.block_size).sinks;
     const int64_t recent_blocks = room / p.block_bytes - sink_blocks;
     if (recent_blocks >= 1) {
       const int64_t w = recent_blocks * in.block_size;

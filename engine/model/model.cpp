@@ -257,4 +257,11 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
   return m;
 }
 
+std::vector<float> dequantize_vector(const GgufTensorInfo* t) {
+  if (t == nullptr) return {};
+  std::vector<float> v(static_cast<size_t>(t->ne[0]));
+  dequantize_row(t->type, t->data, v.data(), t->ne[0]);
+  return v;
+}
+
 }  // namespace spw

@@ -103,4 +103,8 @@ class Model {
   ModelConfig config_;
 };
 
+/// A 1-D tensor (norm weight, bias, rope factors) dequantized to f32 [ne[0]]; empty for
+/// nullptr (an optional tensor the model lacks).
+std::vector<float> dequantize_vector(const GgufTensorInfo* t);
+
 }  // namespace spw

@@ -24,6 +24,18 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
   return Status::Ok();
 }
 
+GgmlType kv_ggml_type(KvType t) {
+  switch (t) {
+    case KvType::F32:
+      return GgmlType::F32;
+    case KvType::Q8_0:
+      return GgmlType::Q8_0;
+    case KvType::F16:
+      break;
+  }
+  return GgmlType::F16;
+}
+
 std::string_view kv_type_name(KvType t) {
   switch (t) {
     case KvType::F32:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/common/expected.h"
+#include "engine/gguf/ggml_types.h"
 
 namespace spw {
 
@@ -20,6 +21,8 @@ enum class KvType { F32, F16, Q8_0 };
 /// "f32" | "f16" | "q8_0" -> KvType; error text lists the accepted values.
 Expected<KvType> parse_kv_type(std::string_view s);
 std::string_view kv_type_name(KvType t);
+/// The cache element type: GgmlType::F32, F16 or Q8_0.
+GgmlType kv_ggml_type(KvType t);
 
 struct SessionParams {
   int64_t n_ctx = 0;  // context length in tokens; 0 = the model's trained context

@@ -13,6 +13,7 @@
 
 #include "engine/backend/cpu/ops.h"
 #include "engine/backend/cpu/quant_dot.h"
+#include "engine/kv/limits.h"
 #include "engine/kv/snapshot.h"
 
 namespace spw::cpu {
@@ -32,32 +33,11 @@ int64_t ns_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
 }
 
-std::vector<float> load_vector(const GgufTensorInfo* t) {
-  if (!t) return {};
-  std::vector<float> v(static_cast<size_t>(t->ne[0]));
-  dequantize_row(t->type, t->data, v.data(), t->ne[0]);
-  return v;
-}
-
-GgmlType kv_ggml_type(KvType t) {
-  switch (t) {
-    case KvType::F32:
-      return GgmlType::F32;
-    case KvType::Q8_0:
-      return GgmlType::Q8_0;
-    case KvType::F16:
-      break;
-  }
-  return GgmlType::F16;
-}
-
 int resolve_threads(int n) {
   if (n > 0) return n;
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t rss_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -137,16 +117,16 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
   for (size_t il = 0; il < lv_.size(); ++il) {
     const LayerWeights& w = m_.layers[il];
     LayerVectors& v = lv_[il];
-    v.attn_norm = load_vector(w.attn_norm);
-    v.ffn_norm = load_vector(w.ffn_norm);
-    v.bq = load_vector(w.attn_q_bias);
-    v.bk = load_vector(w.attn_k_bias);
-    v.bv = load_vector(w.attn_v_bias);
-    v.q_norm = load_vector(w.attn_q_norm);
-    v.k_norm = load_vector(w.attn_k_norm);
+    v.attn_norm = dequantize_vector(w.attn_norm);
+    v.ffn_norm = dequantize_vector(w.ffn_norm);
+    v.bq = dequantize_vector(w.attn_q_bias);
+    v.bk = dequantize_vector(w.attn_k_bias);
+    v.bv = dequantize_vector(w.attn_v_bias);
+    v.q_norm = dequantize_vector(w.attn_q_norm);
+    v.k_norm = dequantize_vector(w.attn_k_norm);
   }
-  output_norm_ = load_vector(m_.output_norm);
-  const std::vector<float> factors = load_vector(m_.rope_freqs);
+  output_norm_ = dequantize_vector(m_.output_norm);
+  const std::vector<float> factors = dequantize_vector(m_.rope_freqs);
   inv_freq_ = rope_inv_freq(c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
                             factors.empty() ? nullptr : factors.data());
   if (cp_.paging.attention == KvAttention::TopK) {
@@ -371,19 +351,19 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
 void CpuSession::plan_attention(int64_t n) {
   const KvPaging& pg = cp_.paging;
   const int64_t bs = pg.block_size, n_kv = c_.n_head_kv;
-  const int64_t sink_blocks = ceil_div(pg.n_sinks, bs),
-                window_blocks = ceil_div(pg.window_tokens, bs);
-  const QueryBlocks qlast = query_blocks(base_ + n - 1, bs, sink_blocks, window_blocks);
+  const kv::WindowBlocks wb = kv::window_blocks(pg.n_sinks, pg.window_tokens, bs);
+  const QueryBlocks qlast = query_blocks(base_ + n - 1, bs, wb.sinks, wb.recent);
   const int64_t cold_max = qlast.cold_end - qlast.sink_end;
   const int64_t chunks_wanted = std::max<int64_t>(1, kTargetJobs / (n * n_kv));
-  const int64_t chunk_blocks = std::max(ceil_div(kMinChunkTokens, bs),
-                                        ceil_div(std::max<int64_t>(cold_max, 1), chunks_wanted));
+  const int64_t chunk_blocks =
+      std::max(kv::ceil_div(kMinChunkTokens, bs),
+               kv::ceil_div(std::max<int64_t>(cold_max, 1), chunks_wanted));
 
   jobs_.clear();
   first_slot_.assign(static_cast<size_t>(n * n_kv + 1), 0);
   int64_t slot = 0;
   for (int64_t t = 0; t < n; ++t) {
-    const QueryBlocks qb = query_blocks(base_ + t, bs, sink_blocks, window_blocks);
+    const QueryBlocks qb = query_blocks(base_ + t, bs, wb.sinks, wb.recent);
     for (int64_t g = 0; g < n_kv; ++g) {
       first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
       jobs_.push_back(AttnJob{t, g, false, 0, 0, slot++});
@@ -469,8 +449,7 @@ void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
   const int64_t hd = c_.head_dim, hdv = c_.head_dim_v, n_kv = c_.n_head_kv;
   const int64_t n_rep = c_.n_head / n_kv;  // GQA: kv_head = head / n_rep
   const int64_t q_dim = c_.n_head * hd, bs = cp_.paging.block_size;
-  const int64_t sink_blocks = ceil_div(cp_.paging.n_sinks, bs);
-  const int64_t window_blocks = ceil_div(cp_.paging.window_tokens, bs);
+  const kv::WindowBlocks wb = kv::window_blocks(cp_.paging.n_sinks, cp_.paging.window_tokens, bs);
   const bool top_k = cp_.paging.attention == KvAttention::TopK;
   cache_->blocks(il, base_ + n, views_);
   if (top_k && store_kv) update_key_bounds(il, base_, base_ + n);  // the rows just stored
@@ -501,7 +480,7 @@ void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
         first = false;
       };
       if (!job.cold) {
-        const QueryBlocks qb = query_blocks(p, bs, sink_blocks, window_blocks);
+        const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
         for (int64_t b = 0; b < qb.sink_end; ++b) block(b);
         for (int64_t b = qb.cold_end; b <= qb.last; ++b) block(b);
       } else if (top_k) {

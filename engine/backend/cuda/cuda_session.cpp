@@ -18,15 +18,6 @@ namespace k = ::spw::kernels;
 // cuBLAS workspace: NVIDIA's recommendation for Hopper (32 MiB; 4 MiB suffices before it).
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 
-GgmlType kv_ggml_type(KvType t) { return t == KvType::F32 ? GgmlType::F32 : GgmlType::F16; }
-
-// Host copy of a small vector (norm weight, bias, rope factors) as f32; empty when absent.
-std::vector<float> load_vector(const GgufTensorInfo* t) {
-  if (t == nullptr) return {};
-  std::vector<float> v(static_cast<size_t>(t->ne[0]));
-  dequantize_row(t->type, t->data, v.data(), t->ne[0]);
-  return v;
-}
 
 // The 2-D matrices of one layer, in a fixed order.
 std::array<const GgufTensorInfo*, 7> layer_matrices(const LayerWeights& w) {
@@ -232,7 +223,7 @@ Status CudaSession::init() {
   }
   SPW_TRY(carve_scratch());
 
-  const std::vector<float> factors = load_vector(m_.rope_freqs);
+  const std::vector<float> factors = dequantize_vector(m_.rope_freqs);
   inv_freq_ = cpu::rope_inv_freq(c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
                                  factors.empty() ? nullptr : factors.data());
   cs_host_.resize(static_cast<size_t>(n_ub_ * c_.n_rot));
@@ -257,7 +248,7 @@ Status CudaSession::upload_weights() {
   const auto vector = [&](const GgufTensorInfo* t, const float*& out) -> Status {
     out = nullptr;
     if (t == nullptr) return Status::Ok();
-    staged.push_back(load_vector(t));
+    staged.push_back(dequantize_vector(t));
     const std::vector<float>& v = staged.back();
     auto p = arena_->alloc_n<float>(static_cast<int64_t>(v.size()), ArenaPurpose::Weights);
     if (!p) return p.error();
