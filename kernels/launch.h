@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "engine/gguf/ggml_types.h"
+#include "kernels/paged_math.h"
 
 namespace spw::kernels {
 
@@ -54,9 +55,9 @@ cudaError_t launch_get_rows(GgmlType type, const void* w, int64_t row_bytes, int
 cudaError_t launch_f32_to_f16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 
 // ---- rmsnorm.cu -------------------------------------------------------------------------
-/// For each of n_rows (<= INT32_MAX) rows of n floats: y = x / sqrt(mean(x^2) + eps) * w (w == nullptr: no
-/// weight, as the reference path). y may alias x. Rows of a head (Qwen3's QK-norm) are rows
-/// with n = head_dim. RMSNorm: Zhang & Sennrich 2019.
+/// For each of n_rows (<= INT32_MAX) rows of n floats: y = x / sqrt(mean(x^2) + eps) * w (w ==
+/// nullptr: no weight, as the reference path). y may alias x. Rows of a head (Qwen3's QK-norm) are
+/// rows with n = head_dim. RMSNorm: Zhang & Sennrich 2019.
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
                            float eps, cudaStream_t stream);
 
@@ -66,14 +67,13 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, 
 /// laid out as engine/backend/cpu/ops.h rope_cos_sin() writes it (cos at i, sin at n_rot/2 + i,
 /// angles formed in double on the host, `rope_freqs` and linear scaling already applied).
 /// neox == false pairs (2i, 2i+1) (llama); true pairs (i, i + n_rot/2) (qwen2, qwen3).
-cudaError_t launch_rope(float* x, const float* cs, int64_t n_tok, int64_t n_heads,
-                        int64_t head_dim, int64_t n_rot, bool neox, cudaStream_t stream);
+cudaError_t launch_rope(float* x, const float* cs, int64_t n_tok, int64_t n_heads, int64_t head_dim,
+                        int64_t n_rot, bool neox, cudaStream_t stream);
 
 // ---- swiglu.cu --------------------------------------------------------------------------
 /// y[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u for i < n (Shazeer 2020, GLU variants).
 /// y may alias g or u.
-cudaError_t launch_swiglu(const float* g, const float* u, float* y, int64_t n,
-                          cudaStream_t stream);
+cudaError_t launch_swiglu(const float* g, const float* u, float* y, int64_t n, cudaStream_t stream);
 
 // ---- add.cu -----------------------------------------------------------------------------
 /// Residual add: y[i] = a[i] + b[i], i < n; y may alias a or b.
@@ -88,6 +88,17 @@ cudaError_t launch_add_bias(float* x, const float* bias, int64_t n, int64_t n_ro
 /// [pos0, pos0 + n_tok). f16 rounding as launch_f32_to_f16.
 cudaError_t launch_kv_store(const float* src, void* cache, GgmlType kv_type, int64_t row_elems,
                             int64_t pos0, int64_t n_tok, cudaStream_t stream);
+
+/// Paged variant for the GPU window: n_tok rows src [n_tok][n_kv_heads][row_dim] (K or V of
+/// positions [pos0, pos0 + n_tok)) into the slots of the blocks that hold them, in the layout of
+/// kernels/paged_math.h: blocks[i] is logical block first_block + i (first_block = pos0 /
+/// block_size), part_off the layer's K or V part in a slot (PagedLayer::k_off / v_off).
+/// kv_type F32, F16 (round to nearest even) or Q8_0 (row_dim % 32 == 0; bit-identical to the
+/// CPU cache's conversion: quantize_q8_0_block).
+cudaError_t launch_kv_store_paged(const float* src, GgmlType kv_type, int64_t row_dim,
+                                  int64_t n_kv_heads, const PagedBlock* blocks, int64_t first_block,
+                                  int64_t block_size, int64_t part_off, int64_t pos0, int64_t n_tok,
+                                  cudaStream_t stream);
 
 // ---- attention.cu -----------------------------------------------------------------------
 /// Causal attention of n_tok queries at positions [pos0, pos0 + n_tok) over a contiguous KV
@@ -105,8 +116,43 @@ cudaError_t launch_kv_store(const float* src, void* cache, GgmlType kv_type, int
 /// V share one kv_type (sessions refuse mixed K/V types on CUDA).
 cudaError_t launch_attention(const float* q, const void* k, const void* v, GgmlType kv_type,
                              float* out, int64_t n_tok, int64_t pos0, int64_t n_head,
-                             int64_t n_kv_heads, int64_t head_dim, int64_t head_dim_v,
-                             float scale, cudaStream_t stream);
+                             int64_t n_kv_heads, int64_t head_dim, int64_t head_dim_v, float scale,
+                             cudaStream_t stream);
+
+// ---- paged_attention.cu ----------------------------------------------------------------
+/// Most splits of a block table a decode launch uses (bounds the partials' workspace).
+inline constexpr int64_t kMaxPagedSplits = 64;
+
+/// Splits for a launch_paged_attention of n_tok queries over n_blocks blocks: 1 for prefill
+/// (n_tok >= 8) or a single block; for decode enough to give n_sm SMs two CTAs each, at most
+/// one per block and kMaxPagedSplits.
+int64_t paged_attention_splits(int64_t n_tok, int64_t n_blocks, int64_t n_head, int n_sm);
+
+/// Partial causal attention (flash-decoding, Dao et al. 2023; FlashAttention, Dao et al. 2022)
+/// of n_tok queries at positions [pos0, pos0 + n_tok) over the valid rows of a block table:
+/// query t attends a row at position p when p <= pos0 + t. GQA: head h reads KV head
+/// h / (n_head / n_kv_heads). Rows are read in `layer`'s layout and types (K and V types equal:
+/// F32, F16 or Q8_0; Q8_0 needs head dims % 32 == 0).
+///   q        [n_tok][n_head][head_dim] f32
+///   table    [n_blocks] PagedBlock (device memory), any order; n_blocks may be 0
+///   part_o   [n_split][n_tok][n_head][head_dim_v] f32, unnormalised o of each split
+///   part_ms  [n_split][n_tok][n_head][2] f32: running max m and sum s (m = -inf, s = 0: no key)
+/// n_split from paged_attention_splits(); it must be 1 when n_tok >= 8. head dims <= 256,
+/// n_head <= 65535, block_size <= 65536, n_blocks * block_size < 2^31.
+cudaError_t launch_paged_attention(const float* q, const PagedBlock* table, int64_t n_blocks,
+                                   const PagedLayer& layer, int64_t n_tok, int64_t pos0,
+                                   int64_t n_head, int64_t n_kv_heads, int64_t head_dim,
+                                   int64_t head_dim_v, float scale, int64_t n_split, float* part_o,
+                                   float* part_ms, cudaStream_t stream);
+
+/// Log-sum-exp merge (softmax_math.h softmax_merge) of n_parts partials in the layout above
+/// (part p at part_o + p * n_tok * n_head * head_dim_v, part_ms + p * n_tok * n_head * 2),
+/// merged in part order. out_ms == nullptr: out_o [n_tok][n_head][head_dim_v] receives the
+/// normalised attention output o / s (zeros where no part saw a key); otherwise out_o/out_ms
+/// receive the merged partial (they may be part 0 itself). n_tok <= 65535.
+cudaError_t launch_attn_combine(const float* part_o, const float* part_ms, int64_t n_parts,
+                                int64_t n_tok, int64_t n_head, int64_t head_dim_v, float* out_o,
+                                float* out_ms, cudaStream_t stream);
 
 // ---- sampling.cu ------------------------------------------------------------------------
 /// out[0] = the index of the largest of x[0..n) (the lowest index among equal maxima; NaN

@@ -20,6 +20,10 @@
 
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/backend/cpu/simd.h"
+#if defined(SPILLWAY_HAVE_CUDA)
+#include "engine/backend/cuda/cuda_session.h"
+#include "engine/backend/cuda/device.h"
+#endif
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/kv_cache.h"
@@ -59,7 +63,10 @@ Rate summarize(std::vector<double> v) {
 // A fresh session (empty cache) of the engine under test.
 struct BenchSession {
   std::unique_ptr<Session> session;
-  cpu::CpuSession* fast = nullptr;      // the same object when the fast CPU path is timed
+  cpu::CpuSession* fast = nullptr;  // the same object when the fast CPU path is timed
+#if defined(SPILLWAY_HAVE_CUDA)
+  cuda::CudaSession* gpu = nullptr;  // the same object when the CUDA path is timed
+#endif
   DeviceKind device = DeviceKind::Cpu;  // where it runs
   std::string backend;                  // "cpu (avx2, 2 threads)", "cuda (NVIDIA H200, ...)"
   std::string note;                     // create_session's note (a CPU fallback's reason)
@@ -87,14 +94,22 @@ Expected<BenchSession> make_session(const Model& model, const SessionParams& sp,
   b.note = std::move(choice->note);
   b.session = std::move(choice->session);
   if (b.device == DeviceKind::Cpu) b.fast = dynamic_cast<cpu::CpuSession*>(b.session.get());
+#if defined(SPILLWAY_HAVE_CUDA)
+  if (b.device == DeviceKind::Cuda) b.gpu = dynamic_cast<cuda::CudaSession*>(b.session.get());
+#endif
   return b;
 }
 
 // KV bytes the session holds now. ReferenceSession keeps exactly n_past positions (f16 bits);
-// the CUDA session allocates f16 K and V for its whole context when it is created.
+// the CUDA session its GPU window (allocated when it is created) plus its cold tiers.
 int64_t kv_bytes_of(const BenchSession& b, const ModelConfig& c) {
   if (b.fast != nullptr) return b.fast->kv_bytes();
-  if (b.device == DeviceKind::Cuda) return c.kv_bytes_per_token(2) * b.session->n_ctx();
+#if defined(SPILLWAY_HAVE_CUDA)
+  if (b.gpu != nullptr) {
+    const kv::KvStats s = b.gpu->stats().kv;
+    return b.gpu->kv_bytes() + s.host_bytes + s.disk_bytes;
+  }
+#endif
   return c.kv_bytes_per_token(2) * b.session->n_past();
 }
 
@@ -114,9 +129,15 @@ int64_t peak_rss_bytes() {
 struct Measurement {
   Rate pp, tg;
   int64_t kv_bytes = 0;  // the most any session held
-  kv::KvStats tiers;     // the paged cache's tiers after the last tg repeat (CPU session)
+  kv::KvStats tiers;     // the paged cache's tiers after the last tg repeat
   DeviceKind device = DeviceKind::Cpu;
   std::string backend;
+  // CUDA, the last tg repeat: bytes crossing PCIe per generated token (queries down, the CPU's
+  // partials up, spills down), the planner's VRAM figure and what the device lost to the session
+  // (cudaMemGetInfo before creating it and after the tg test).
+  bool cuda = false;
+  double pcie_bytes_per_token = 0;
+  int64_t vram_planned = 0, vram_used = 0, decode_cold_to_device = 0;
 };
 
 Expected<Measurement> measure(const Model& model, const SessionParams& sp, const BenchArgs& a,
@@ -153,6 +174,12 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     std::fprintf(stderr, "pp%d rep %d/%d: %.2f t/s\n", a.n_prompt, r + 1, a.reps, pp.back());
   }
   for (int r = 0; r < a.reps; ++r) {
+#if defined(SPILLWAY_HAVE_CUDA)
+    int64_t free_before = 0;
+    if (device == DeviceKind::Cuda) {
+      if (auto d = cuda::query_device(probe_cuda().index); d) free_before = d->free_bytes;
+    }
+#endif
     auto s = make_session(model, sp, a.reference, device, kv);
     if (!s) return s.error();
     if (!depth.empty()) {  // untimed, as llama-bench's -d
@@ -161,6 +188,9 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
         if (auto st = s->fast->flush_kv(); !st) return st.error();
       }
     }
+#if defined(SPILLWAY_HAVE_CUDA)
+    const int64_t d2h_before_tg = s->gpu != nullptr ? s->gpu->stats().window_d2h_bytes : 0;
+#endif
     const auto t0 = Clock::now();
     for (size_t i = 0; i < gen.size(); ++i) {
       if (auto st = s->session->eval(gen.subspan(i, 1), true); !st) return st.error();
@@ -168,6 +198,21 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     tg.push_back(a.n_gen / seconds_since(t0));
     m.kv_bytes = std::max(m.kv_bytes, kv_bytes_of(*s, c));
     if (s->fast != nullptr && s->fast->flush_kv().ok()) m.tiers = s->fast->stats().kv;
+#if defined(SPILLWAY_HAVE_CUDA)
+    if (s->gpu != nullptr) {
+      const cuda::CudaSessionStats st = s->gpu->stats();
+      m.cuda = true;
+      m.tiers = st.kv;
+      m.vram_planned = s->gpu->memory_plan().total();
+      if (auto d = cuda::query_device(probe_cuda().index); d && free_before > 0)
+        m.vram_used = free_before - d->free_bytes;
+      m.decode_cold_to_device = st.decode_cold_to_device_bytes;
+      // Queries and partials only move in decode; spills since the clock started.
+      m.pcie_bytes_per_token = static_cast<double>(st.query_d2h_bytes + st.partial_h2d_bytes +
+                                                   st.window_d2h_bytes - d2h_before_tg) /
+                               std::max(1, a.n_gen);
+    }
+#endif
     std::fprintf(stderr, "tg%d @ d%d rep %d/%d: %.2f t/s\n", a.n_gen, a.depth, r + 1, a.reps,
                  tg.back());
   }
@@ -182,7 +227,8 @@ std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 104857
 
 void add_kv_options(CLI::App& sub, KvArgs& a) {
   sub.add_option("--kv-block", a.kv_block, "KV cache block size in tokens")->capture_default_str();
-  sub.add_option("--kv-window", a.kv_window, "Recent tokens kept in the KV window (RAM here)")
+  sub.add_option("--kv-window", a.kv_window,
+                 "Recent tokens kept in the KV window (GPU with CUDA, else RAM)")
       ->capture_default_str();
   sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
       ->capture_default_str();
@@ -351,6 +397,12 @@ int run_bench(const BenchArgs& a) {
     j["window_blocks"] = m->tiers.window_blocks;
     j["host_blocks"] = m->tiers.host_blocks;
     j["disk_blocks"] = m->tiers.disk_blocks;
+    if (m->cuda) {
+      j["pcie_bytes_per_token"] = m->pcie_bytes_per_token;
+      j["vram_planned_bytes"] = m->vram_planned;
+      j["vram_used_bytes"] = m->vram_used;
+      j["decode_cold_to_device_bytes"] = m->decode_cold_to_device;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -368,9 +420,10 @@ int run_bench(const BenchArgs& a) {
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
   fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10}\n", fmt::format("pp{}", a.n_prompt),
              m->pp.median, m->pp.min, m->pp.max, "");
-  fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n",
-             a.depth > 0 ? fmt::format("tg{} @ d{}", a.n_gen, a.depth) : fmt::format("tg{}", a.n_gen),
-             m->tg.median, m->tg.min, m->tg.max, tg_gb_per_s);
+  fmt::print(
+      "{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n",
+      a.depth > 0 ? fmt::format("tg{} @ d{}", a.n_gen, a.depth) : fmt::format("tg{}", a.n_gen),
+      m->tg.median, m->tg.min, m->tg.max, tg_gb_per_s);
   fmt::print("\nper token  {} weights + {} KV (average) read per generated token\n", mib(weights),
              mib(static_cast<int64_t>(kv_read)));
   fmt::print("probe      {:.2f} GB/s read bandwidth ({} threads, 512 MiB, best of 3)\n", probe,

@@ -45,7 +45,7 @@ struct GenerateArgs {
   bool reference = false;  // --reference: the float64 reference forward instead of the fast path
   std::string device = "auto";  // --device auto | cpu | cuda (the fast path's backend)
   SamplerParams sampling;
-  KvArgs kv;               // the paged KV cache (CPU session)
+  KvArgs kv;               // the paged KV cache
   bool stats = false;      // --stats: a summary on stderr at the end
   std::string stats_json;  // --stats-json FILE: one JSON object per step (line)
   std::string save_kv;     // --save-kv FILE: the prompt's KV, written after the prompt
@@ -54,8 +54,9 @@ struct GenerateArgs {
 /// generate: errors as the options' (a bad --device lists the accepted values; --reference
 /// with --device cuda is refused: the reference runs on the CPU only). Under --device auto a
 /// fallback to the CPU prints one line "note: CUDA unavailable (...); running on the CPU" to
-/// stderr. The paged KV cache's flags, --stats, --stats-json, --save-kv and --load-kv need the
-/// CPU session: auto picks it (with a note), --device cuda and --reference refuse them.
+/// stderr. The paged KV cache's flags run on both sessions (CUDA: the window on the GPU) except
+/// the approximate --attention modes; those and --stats, --stats-json, --save-kv and --load-kv
+/// need the CPU session: auto picks it (with a note), --device cuda and --reference refuse them.
 /// A context that fills up during generation (n_ctx, or the window and budgets) stops it with
 /// "[stopped: context full: ...]" on stderr, exit 0 with what was generated.
 int run_generate(const GenerateArgs& a);

@@ -17,11 +17,6 @@
 namespace spw::kv {
 namespace {
 
-// Window slots beyond the window's own blocks: a block that has left the window keeps its slot
-// until the copy thread has copied it out, so with two spares decode normally never waits.
-constexpr int64_t kSpareWindowSlots = 2;
-
-
 // One row (one head, one position) f32 -> the cache type.
 void write_row(GgmlType type, const float* x, uint8_t* dst, int64_t n) {
   switch (type) {
@@ -99,20 +94,35 @@ struct KvCache::Impl {
   std::unique_ptr<SpillQueue> queue;
 
   explicit Impl(const KvCacheConfig& c, int64_t block_bytes_)
-      : config(c), block_bytes(block_bytes_), window(block_bytes_) {}
+      : config(c), block_bytes(block_bytes_), window(block_bytes_, c.device_window.get()) {}
+
+  DeviceWindow* device() const { return config.device_window.get(); }
 
   int64_t window_blocks() const { return n_sink_blocks + n_recent_blocks; }
 
   // Runs on the copy thread: reads only the job and the (immutable) tiers.
+  // With a DeviceWindow the block comes off the device first: straight into its Host slot, or
+  // into copy_staging (copy thread only) on its way to the spill file.
+  std::vector<uint8_t> copy_staging;
   Status copy_block(const SpillJob& job) {
     Status st = Status::Ok();
+    const uint8_t* src = job.src;
     if (static_cast<Tier>(job.tier) == Tier::Host) {
-      std::memcpy(host->slot(job.slot), job.src, static_cast<size_t>(block_bytes));
-      telemetry.window_to_host_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
+      if (device() != nullptr) {
+        st = device()->copy_out(job.window_slot, host->slot(job.slot));
+      } else {
+        std::memcpy(host->slot(job.slot), src, static_cast<size_t>(block_bytes));
+      }
+      if (st) telemetry.window_to_host_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
     } else if (config.fail_disk_write && !config.fail_disk_write(job.slot)) {
       st = disk->write_error(EIO);  // injected, as the kernel would report it
     } else {
-      st = disk->write_slot(job.slot, job.src);
+      if (device() != nullptr) {
+        copy_staging.resize(static_cast<size_t>(block_bytes));
+        st = device()->copy_out(job.window_slot, copy_staging.data());
+        src = copy_staging.data();
+      }
+      if (st) st = disk->write_slot(job.slot, src);
       if (st) telemetry.window_to_disk_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
     }
     telemetry.spills_pending.fetch_sub(1, std::memory_order_relaxed);
@@ -181,8 +191,8 @@ struct KvCache::Impl {
     }
     e.state = State::Spilling;
     telemetry.spills_pending.fetch_add(1, std::memory_order_relaxed);
-    queue->push(
-        SpillJob{b, static_cast<uint8_t>(e.cold_tier), e.cold_slot, window.slot(e.window_slot)});
+    queue->push(SpillJob{b, static_cast<uint8_t>(e.cold_tier), e.cold_slot,
+                         window.slot(e.window_slot), e.window_slot});
   }
 
   // Spills the blocks that are no longer sinks or among the n_recent_blocks most recent of
@@ -206,10 +216,12 @@ struct KvCache::Impl {
     const int64_t base = std::min(window_blocks(), n_table) + kSpareWindowSlots;
     for (;;) {
       if (window.n_free() > 0) return window.take();
-      if (window.size() < base) return window.grow();
+      if (window.size() < base && window.can_grow()) return window.grow();
       if (queue->in_flight() == 0) {
         apply_landed();
         if (window.n_free() > 0) continue;
+        // A fixed device pool is sized by window_pool_slots(), which covers this case.
+        assert(window.can_grow() && "device window pool too small");
         return window.grow();
       }
       queue->wait_one();
@@ -325,6 +337,14 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
   const WindowBlocks wb = window_blocks(c.n_sinks, c.window_tokens, c.block_size);
   m.n_sink_blocks = wb.sinks;
   m.n_recent_blocks = wb.recent;
+  if (c.device_window != nullptr) {
+    const int64_t n_blocks = ceil_div(c.n_ctx, c.block_size);
+    const int64_t need = wb.total() >= n_blocks ? n_blocks : wb.total() + kSpareWindowSlots;
+    if (c.device_window->n_slots() < need) {
+      return make_error("the device window has {} block slots; the window needs at least {}",
+                        c.device_window->n_slots(), need);
+    }
+  }
 
   // Cold slots: what the budgets hold, but never more than n_ctx can use (an unlimited or huge
   // budget does not preallocate a disk file or reserve RAM for positions that cannot exist).
@@ -407,6 +427,7 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
   assert(pos >= m.n_tokens && pos < m.n_tokens + m.reserved);
   const BlockEntry& e = m.table[static_cast<size_t>(pos / c.block_size)];
   assert(e.state == State::Window);
+  assert(m.device() == nullptr && "the session writes a device window itself");
   uint8_t* base = m.window.slot(e.window_slot) + layer * m.layer_bytes;
   const int64_t r = pos % c.block_size;
   for (int64_t h = 0; h < c.n_kv_heads; ++h) {
@@ -461,7 +482,11 @@ Status KvCache::read_block(int64_t b, std::span<uint8_t> out) const {
   if (static_cast<int64_t>(out.size()) != m.block_bytes) {
     return make_error("KV block buffer of {} bytes, a block has {}", out.size(), m.block_bytes);
   }
-  std::memcpy(out.data(), m.read_base(m.table[static_cast<size_t>(b)]), out.size());
+  const BlockEntry& e = m.table[static_cast<size_t>(b)];
+  if (m.device() != nullptr && e.state != State::Cold) {
+    return m.device()->copy_out(e.window_slot, out.data());
+  }
+  std::memcpy(out.data(), m.read_base(e), out.size());
   return Status::Ok();
 }
 
@@ -476,13 +501,20 @@ Status KvCache::restore(int64_t n_tokens,
   // Block by block through the window, as a run of block-sized ubatches would write them: the
   // blocks land in the tiers a normal run puts them in, by the same spill path.
   const int64_t bs = m.config.block_size;
+  std::vector<uint8_t> staging;
   for (int64_t b = 0; b * bs < n_tokens; ++b) {
     const int64_t n = std::min(bs, n_tokens - b * bs);
     Status st = reserve(n);
     if (st) {
       const BlockEntry& e = m.table[static_cast<size_t>(b)];
-      st = fill(
-          b, std::span<uint8_t>(m.window.slot(e.window_slot), static_cast<size_t>(m.block_bytes)));
+      if (m.device() != nullptr) {  // through RAM onto the device
+        staging.resize(static_cast<size_t>(m.block_bytes));
+        st = fill(b, std::span<uint8_t>(staging));
+        if (st) st = m.device()->copy_in(e.window_slot, staging.data());
+      } else {
+        st = fill(b, std::span<uint8_t>(m.window.slot(e.window_slot),
+                                        static_cast<size_t>(m.block_bytes)));
+      }
     }
     if (!st) {
       m.reset();

@@ -43,6 +43,8 @@
 
 namespace spw::kv {
 
+class DeviceWindow;  // kv_storage.h
+
 enum class Tier : uint8_t { Window, Host, Disk };
 std::string_view tier_name(Tier t);  // "window" | "host" | "disk"
 
@@ -58,13 +60,19 @@ struct KvCacheConfig {
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
   // Paging.
-  int64_t block_size = 256;     // --kv-block, tokens per block (>= 1)
-  int64_t n_sinks = 4;          // --kv-sinks, attention-sink tokens kept in the window (>= 0)
-  int64_t window_tokens = 4096; // --kv-window, recent tokens kept in the window (>= 1)
+  int64_t block_size = 256;      // --kv-block, tokens per block (>= 1)
+  int64_t n_sinks = 4;           // --kv-sinks, attention-sink tokens kept in the window (>= 0)
+  int64_t window_tokens = 4096;  // --kv-window, recent tokens kept in the window (>= 1)
   // Budgets, bytes over all layers, K + V. host_budget < 0: no limit (as much as n_ctx needs).
-  int64_t host_budget = -1;     // --host-budget
-  int64_t disk_budget = 0;      // --disk-budget (0: no disk tier)
-  std::string spill_dir;        // --spill-dir; empty: the caller must give one when disk_budget > 0
+  int64_t host_budget = -1;  // --host-budget
+  int64_t disk_budget = 0;   // --disk-budget (0: no disk tier)
+  std::string spill_dir;     // --spill-dir; empty: the caller must give one when disk_budget > 0
+  /// Where the window's slots live: nullptr = RAM (the CPU session). A DeviceWindow (CUDA
+  /// session: the GPU) holds them instead; store() is then unused (the session writes K and V
+  /// into the slots itself, at the addresses blocks() returns for Window blocks), spills go
+  /// through copy_out, snapshots through copy_out / copy_in. Its n_slots() must be at least
+  /// window_pool_slots() (limits.h) for this config and the session's ubatch.
+  std::shared_ptr<DeviceWindow> device_window;
   /// Test hook: called before each pwrite to the spill file with the slot index; returning
   /// false makes that write fail as EIO would. Empty in production.
   std::function<bool(int64_t slot)> fail_disk_write;
@@ -74,7 +82,7 @@ struct KvCacheConfig {
 /// read without locks (a snapshot may mix two steps; each field is itself consistent).
 struct KvTelemetry {
   std::atomic<int64_t> window_blocks{0}, host_blocks{0}, disk_blocks{0};
-  std::atomic<int64_t> window_bytes{0}, host_bytes{0}, disk_bytes{0};  // bytes of blocks held
+  std::atomic<int64_t> window_bytes{0}, host_bytes{0}, disk_bytes{0};     // bytes of blocks held
   std::atomic<int64_t> window_to_host_bytes{0}, window_to_disk_bytes{0};  // spilled so far
   std::atomic<int64_t> cold_to_window_bytes{0};  // must stay 0: cold blocks never come back
   std::atomic<int64_t> spills_pending{0};        // blocks queued on the copy thread
@@ -89,11 +97,12 @@ struct KvStats {
 };
 
 /// Where the data of one logical block lies (for one layer). k and v point at
-/// [n_kv_heads][block_size][row] in type_k / type_v; rows [0, n_tokens) are valid.
+/// [n_kv_heads][block_size][row] in type_k / type_v; rows [0, n_tokens) are valid. With a
+/// DeviceWindow, a Window block's k and v are device addresses (the host must not read them).
 struct BlockView {
-  int64_t block = 0;      // logical block index
-  int64_t pos0 = 0;       // first position = block * block_size
-  int64_t n_tokens = 0;   // valid rows (block_size except for the last block)
+  int64_t block = 0;     // logical block index
+  int64_t pos0 = 0;      // first position = block * block_size
+  int64_t n_tokens = 0;  // valid rows (block_size except for the last block)
   Tier tier = Tier::Window;
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
@@ -130,6 +139,7 @@ class KvCache {
   /// Writes one position's K row [n_kv_heads * head_dim] and V row [n_kv_heads * head_dim_v]
   /// (f32, converted to the cache types) of `layer` at `pos` in [n_tokens(), n_tokens() + n)
   /// of the last reserve(). Safe to call from several threads for different (layer, pos).
+  /// Not used with a DeviceWindow (the session writes the device slots).
   void store(int64_t layer, int64_t pos, const float* k, const float* v);
   /// Marks the reserved positions as stored: n_tokens() += n.
   void commit(int64_t n);
@@ -150,7 +160,8 @@ class KvCache {
   /// produced by fill(b, dst) in the read_block layout, placing them in tiers as a normal run
   /// would (sinks and recent blocks in the window, the rest spilled). On error the cache is
   /// empty.
-  Status restore(int64_t n_tokens, const std::function<Status(int64_t b, std::span<uint8_t> dst)>& fill);
+  Status restore(int64_t n_tokens,
+                 const std::function<Status(int64_t b, std::span<uint8_t> dst)>& fill);
 
   /// Forgets every position (n_tokens() = 0); cold slots are freed.
   void clear();

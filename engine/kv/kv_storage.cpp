@@ -15,11 +15,26 @@ int32_t WindowPool::take() {
   assert(!free_.empty());
   const int32_t s = free_.back();
   free_.pop_back();
-  std::memset(slot(s), 0, static_cast<size_t>(slot_bytes_));
+  zero(s);
   return s;
 }
 
+void WindowPool::zero(int32_t s) {
+  if (device_ == nullptr) {
+    std::memset(slot(s), 0, static_cast<size_t>(slot_bytes_));
+    return;
+  }
+  // A failure here is a device error the session's next CUDA call reports (errors are sticky).
+  (void)device_->zero(s);
+}
+
 int32_t WindowPool::grow() {
+  assert(can_grow());
+  if (device_ != nullptr) {
+    const auto s = static_cast<int32_t>(n_device_slots_++);
+    zero(s);
+    return s;
+  }
   // make_unique<T[]> value-initialises: the new slot is already zero.
   slots_.push_back(std::make_unique<uint8_t[]>(static_cast<size_t>(slot_bytes_)));
   return static_cast<int32_t>(slots_.size() - 1);

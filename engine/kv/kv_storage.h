@@ -1,6 +1,8 @@
 // Where the bytes of the KV cache's RAM tiers live: the window's slot pool and the Host arena.
 // Both hold whole logical blocks (block_bytes each, in the read_block layout of kv_cache.h);
 // which block sits in which slot is the block table's business (kv_cache.cpp), not theirs.
+// A session that keeps the window elsewhere (the CUDA session: on the GPU) hands the cache a
+// DeviceWindow; the cache then only does the window's bookkeeping and moves bytes through it.
 #pragma once
 
 #include <cstdint>
@@ -11,32 +13,68 @@
 
 namespace spw::kv {
 
+/// A window whose slots live outside RAM (CUDA part 2: in the device arena). The cache never
+/// dereferences slot(i); it hands those addresses out in BlockView (tier Window) and moves a
+/// slot's bytes with copy_out / copy_in. Each slot is block_bytes long in the read_block layout,
+/// so a slot and a Host slot are byte for byte the same.
+class DeviceWindow {
+ public:
+  virtual ~DeviceWindow() = default;
+  /// Slots in the pool; fixed (the session sizes it with window_pool_slots(), limits.h).
+  virtual int64_t n_slots() const = 0;
+  /// Slot i's address in the device's address space. Precondition: 0 <= i < n_slots().
+  virtual uint8_t* slot(int32_t i) const = 0;
+  /// Zeroes slot i, ordered before every later write of the session into it (called by the
+  /// cache's writer thread when it hands the slot to a new block).
+  virtual Status zero(int32_t i) = 0;
+  /// Copies slot i into dst (host memory, block_bytes), after every write the session queued
+  /// into the slot before the block was spilled; returns once dst holds the bytes. Called from
+  /// the copy thread (spills) and the writer thread (snapshots), never concurrently for one slot.
+  virtual Status copy_out(int32_t i, uint8_t* dst) = 0;
+  /// Copies src (host memory, block_bytes) into slot i and returns once it is there (restore).
+  virtual Status copy_in(int32_t i, const uint8_t* src) = 0;
+};
+
 /// The window's slots, allocated on demand (a window sized for 128K tokens costs nothing until
 /// it fills) and kept, so a slot's address never changes while it exists. A slot handed out by
 /// take() is zeroed: rows past the last position of a partial block read as zeros, which keeps
 /// snapshots deterministic.
 class WindowPool {
  public:
-  explicit WindowPool(int64_t slot_bytes) : slot_bytes_(slot_bytes) {}
+  /// device == nullptr: slots in RAM, grown on demand. Otherwise the device's fixed pool: slot
+  /// indices are handed out up to device->n_slots() and their bytes stay on the device.
+  explicit WindowPool(int64_t slot_bytes, DeviceWindow* device = nullptr)
+      : slot_bytes_(slot_bytes), device_(device) {}
 
-  int64_t size() const { return static_cast<int64_t>(slots_.size()); }
+  int64_t size() const {
+    return device_ != nullptr ? n_device_slots_ : static_cast<int64_t>(slots_.size());
+  }
   int64_t n_free() const { return static_cast<int64_t>(free_.size()); }
 
   /// A free slot, zeroed. Precondition: n_free() > 0.
   int32_t take();
-  /// A new slot (size() grows by one), zeroed and taken.
+  /// Whether grow() may be called (always in RAM; below n_slots() on a device).
+  bool can_grow() const { return device_ == nullptr || size() < device_->n_slots(); }
+  /// A new slot (size() grows by one), zeroed and taken. Precondition: can_grow().
   int32_t grow();
   /// Returns a taken slot to the free list.
   void give_back(int32_t slot);
   /// Every slot free again (none released to the system).
   void release_all();
 
-  uint8_t* slot(int32_t i) { return slots_[static_cast<size_t>(i)].get(); }
-  const uint8_t* slot(int32_t i) const { return slots_[static_cast<size_t>(i)].get(); }
+  /// Slot i's bytes: RAM, or the device address (never dereference it then).
+  uint8_t* slot(int32_t i) const {
+    return device_ != nullptr ? device_->slot(i) : slots_[static_cast<size_t>(i)].get();
+  }
+  DeviceWindow* device() const { return device_; }
 
  private:
+  void zero(int32_t s);
+
   int64_t slot_bytes_;
-  std::vector<std::unique_ptr<uint8_t[]>> slots_;  // each [slot_bytes]
+  DeviceWindow* device_;
+  std::vector<std::unique_ptr<uint8_t[]>> slots_;  // each [slot_bytes]; empty on a device
+  int64_t n_device_slots_ = 0;                     // slots handed out so far on a device
   std::vector<int32_t> free_;
 };
 

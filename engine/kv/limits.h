@@ -26,6 +26,24 @@ inline WindowBlocks window_blocks(int64_t n_sinks, int64_t window_tokens, int64_
   return {ceil_div(n_sinks, block_size), ceil_div(window_tokens, block_size)};
 }
 
+/// Window slots beyond the window's own blocks: a block that has left the window keeps its
+/// slot until its spill has landed, so with two spares decode normally never waits.
+inline constexpr int64_t kSpareWindowSlots = 2;
+
+/// Slots a fixed window pool (a DeviceWindow) needs so that the cache never has to grow it: the
+/// window, the spares, and the blocks one ubatch of n_ubatch tokens can newly touch (it may span
+/// more blocks than the window holds; those leave the window at commit). Settings as applied
+/// (after clamp_paging_to_context); never more than the context's blocks plus the spares.
+/// A window that holds the whole context never spills and needs exactly the context's blocks.
+inline int64_t window_pool_slots(int64_t n_ctx, int64_t block_size, int64_t window_tokens,
+                                 int64_t n_sinks, int64_t n_ubatch) {
+  const int64_t n_blocks = ceil_div(n_ctx, block_size);
+  const int64_t w = window_blocks(n_sinks, window_tokens, block_size).total();
+  if (w >= n_blocks) return n_blocks;
+  const int64_t ub = ceil_div(std::min(n_ubatch, n_ctx), block_size) + 1;
+  return std::min(w + ub, n_blocks) + kSpareWindowSlots;
+}
+
 /// Errors for a context or block size beyond the limits above.
 inline Status check_paging_limits(int64_t n_ctx, int64_t block_size) {
   if (n_ctx > kMaxContextTokens) {

@@ -22,6 +22,7 @@ struct SpillJob {
   uint8_t tier = 0;              // destination kv::Tier (Host or Disk), as a number
   int64_t slot = 0;              // destination slot in that tier
   const uint8_t* src = nullptr;  // the block's window slot (block_bytes), unchanged until landed
+  int32_t window_slot = -1;      // its index (a DeviceWindow copies by index, src is on the device)
 };
 
 /// A finished SpillJob and how it went.

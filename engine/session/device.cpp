@@ -115,10 +115,9 @@ namespace {
 
 // Why a session with these paging settings cannot run on CUDA, or empty when it can.
 std::string paging_needs_cpu(const KvPaging& p) {
-  if (p.is_default()) return {};
-  return "the tiered KV cache settings (--kv-block, --kv-window, --kv-sinks, --host-budget, "
-         "--disk-budget, --attention) run on the CPU only for now (the CUDA session keeps a "
-         "contiguous KV cache)";
+  if (p.attention == KvAttention::Exact) return {};
+  return fmt::format("--attention {} runs on the CPU only (the CUDA session attends exactly)",
+                     kv_attention_name(p));
 }
 
 Expected<SessionChoice> make_cpu(const Model& model, const SessionParams& params,
@@ -143,6 +142,7 @@ Expected<SessionChoice> make_cuda(const Model& model, const SessionParams& param
   cuda::CudaSessionParams cp;
   cp.device = probe.index;
   cp.n_ubatch = opts.n_ubatch;
+  cp.paging = opts.paging;
   auto s = cuda::CudaSession::create(model, params, cp);
   if (!s) return s.error();
   SessionChoice c;

@@ -49,8 +49,7 @@ enum class KvAttention {
 };
 
 /// The tiered, paged KV cache's settings (the fields of kv::KvCacheConfig a user sets, and the
-/// attention mode). Only the CPU session runs on the paged cache for now; the CUDA session
-/// keeps a contiguous cache and accepts only the defaults (spill_dir aside).
+/// attention mode). Both sessions run on the paged cache; the approximate modes on the CPU only.
 struct KvPaging {
   int64_t block_size = 256;      // --kv-block: tokens per block (>= 1)
   int64_t n_sinks = 4;           // --kv-sinks: attention-sink tokens kept in the window (>= 0)
@@ -61,7 +60,8 @@ struct KvPaging {
   KvAttention attention = KvAttention::Exact;  // --attention
   int64_t top_k = 0;  // cold blocks per KV head under TopK (>= 1 there, unused otherwise)
 
-  /// True when every setting but spill_dir is the default (what the CUDA session supports).
+  /// True when every setting but spill_dir is the default (the CUDA session then sizes its GPU
+  /// window to the whole context, or to what fits).
   bool is_default() const;
 };
 
@@ -75,7 +75,7 @@ std::string kv_attention_name(const KvPaging& p, bool labelled = false);
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;
   int64_t n_ubatch = 512;  // tokens per prefill step
-  KvPaging paging;         // the CPU session's KV cache; non-default settings need the CPU
+  KvPaging paging;         // the tiered KV cache (both sessions; approximate modes: CPU only)
 };
 
 struct SessionChoice {
@@ -89,8 +89,9 @@ struct SessionChoice {
 /// Creates a session on the chosen backend. auto: CUDA when probe_cuda().usable and the model
 /// fits in the device's free memory, else the CPU with `note` saying why. cpu: the fast CPU
 /// session. cuda: CUDA or an error "--device cuda: <reason>" (never a silent CPU fallback).
-/// Non-default opts.paging (the tiered KV cache) runs on the CPU only for now: auto picks the
-/// CPU and says so in `note`; cuda is refused with that reason.
+/// The approximate attention modes (streaming, topk) run on the CPU only: auto picks the CPU and
+/// says so in `note`; cuda is refused with that reason. Every other paging setting runs on both
+/// (CUDA: the window on the GPU, CUDA part 2).
 /// Errors otherwise as the backend's create() (bad n_ctx, q8_0 KV on head_dim % 32 != 0, ...).
 Expected<SessionChoice> create_session(const Model& model, const SessionParams& params,
                                        const BackendOptions& opts = {});

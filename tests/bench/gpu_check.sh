@@ -10,12 +10,15 @@
 #       On the device machine, from the repo root, with $OUT set (carry [".devdeps"]). Stages:
 #         1 build   configure (SPILLWAY_DEVICE_ONLY, sm_90, Release, Ninja) and build, all cores
 #         2 tests   nvidia-smi, spillway_cuda_tests (XML), spillway_engine_tests
-#         3 memchk  compute-sanitizer memcheck on the kernel tests
+#         3 memchk  compute-sanitizer memcheck on the kernel tests and the tiered session test,
+#                   racecheck on the paged attention / KV-write kernels
 #         4 bench   8B-shaped Q4_K_M model (--fast-random) into /tmp; spillway-bench on cuda,
-#                   then a short cpu run for the ratio
+#                   then a short cpu run for the ratio, then decode at 8K, 32K, 128K depth with
+#                   an 8K-token GPU window (the rest in host RAM): tokens/s, PCIe bytes per token,
+#                   VRAM used vs planned
 #       Each stage checks the time left of SPW_GPU_BUDGET_S (default 540 s) and is skipped,
 #       with a line saying so, when too little is left. A failed stage is recorded and the
-#       next one still runs where it can. At most 8 files land in $OUT (logs trimmed to their
+#       next one still runs where it can. At most 11 files land in $OUT (logs trimmed to their
 #       last 4 MiB); the summary table is the last thing printed.
 #
 # Settings (environment): SPW_GPU_BUDGET_S (540), SPW_GPU_BUILD_DIR (build-gpu),
@@ -24,12 +27,18 @@ set -u
 
 # Kernel tests for memcheck: the suites of these files (TEST/TEST_F/TEST_P names, read from the
 # sources when the stage runs). Set SANITIZER_FILTER to a gtest filter to override.
-SANITIZER_SOURCES="tests/cuda/test_cuda_quant.cpp tests/cuda/test_cuda_ops.cpp"
+SANITIZER_SOURCES="tests/cuda/test_cuda_quant.cpp tests/cuda/test_cuda_ops.cpp tests/cuda/test_cuda_paged.cpp"
+# racecheck (shared-memory hazards) on the paged attention and KV-write kernels, and the tiered
+# session test (split attention, spills on the copy stream).
+RACECHECK_FILTER="${RACECHECK_FILTER:-*PagedAttention.*:PagedKvStore.*}"
+MEMCHECK_TIERED_FILTER="${MEMCHECK_TIERED_FILTER:-CudaTiered.*}"
 SANITIZER_FILTER="${SANITIZER_FILTER:-}"
 
 # Llama-3-8B shape, Q4_K_M mix (~4.9 GB). SPW_GPU_MODEL_LAYERS shrinks it for a local dry run.
 MODEL_FLAGS="--fast-random --mix q4_k_m --n-vocab 128256 --n-embd 4096
-  --n-layer ${SPW_GPU_MODEL_LAYERS:-32} --n-head 32 --n-head-kv 8 --n-ff 14336 --ctx 8192"
+  --n-layer ${SPW_GPU_MODEL_LAYERS:-32} --n-head 32 --n-head-kv 8 --n-ff 14336 --ctx 131072"
+# Tiered decode (CUDA part 2): context depths with an 8K-token GPU window, 128K last.
+TIERED_DEPTHS="${TIERED_DEPTHS:-8192 32768 131072}"
 
 LOG_KEEP_BYTES=$((4 * 1024 * 1024))
 
@@ -324,6 +333,27 @@ run() {
         *) record memcheck FAILED "$t" "exit $rc; ${errs:-}; $(gtest_counts "$slog") (sanitizer.log)" ;;
       esac
     fi
+    local tool flt
+    for tool in memcheck:"$MEMCHECK_TIERED_FILTER" racecheck:"$RACECHECK_FILTER"; do
+      flt=${tool#*:}
+      tool=${tool%%:*}
+      t=$SECONDS
+      enough "${tool}_2" 90 || continue
+      echo "### $tool $flt" >>"$slog"
+      timeout -k 10 "$(limit 120)" "$sanitizer" --tool "$tool" --error-exitcode 86 \
+        "$cuda_tests" "--gtest_filter=$flt" >"$OUT/.san.log" 2>&1
+      rc=$?
+      cat "$OUT/.san.log" >>"$slog"
+      local errs2
+      errs2=$(grep -oE '(ERROR|RACECHECK) SUMMARY: [0-9]+ [a-z]+' "$OUT/.san.log" | tail -n 1)
+      case $rc in
+        0) record "${tool}_2" ok "$t" "$flt: ${errs2:-no summary}; $(gtest_counts "$OUT/.san.log")" ;;
+        86) record "${tool}_2" FAILED "$t" "$flt: ${errs2:-errors} (sanitizer.log)" ;;
+        124|137) record "${tool}_2" FAILED "$t" "$flt: timed out (sanitizer.log)" ;;
+        *) record "${tool}_2" FAILED "$t" "$flt: exit $rc; $(gtest_counts "$OUT/.san.log")" ;;
+      esac
+      rm -f "$OUT/.san.log"
+    done
   fi
 
   # ---- 4 bench
@@ -365,6 +395,25 @@ run() {
           record bench_cpu FAILED "$t" "exit $rc: $(tail -n 1 "$bnlog" | cut -c1-300)"
         fi
       fi
+      # Tiered decode: -d DEPTH, 8K window on the GPU, the rest in host RAM (exact split).
+      local d tj
+      for d in $TIERED_DEPTHS; do
+        t=$SECONDS
+        local need=60
+        [ "$d" -gt 65536 ] && need=200
+        enough "tiered_$d" "$need" || continue
+        tj="$OUT/tiered_$d.json"
+        echo "### spillway-bench --device cuda -p 8 -n 32 -r 1 -d $d --kv-window 8192" >>"$bnlog"
+        timeout -k 10 "$(limit 300)" "$bench" -m "$model" -p 8 -n 32 -r 1 -d "$d" --kv-window 8192 \
+          -t "$jobs" --device cuda --json >"$tj" 2>>"$bnlog"
+        rc=$?
+        if [ $rc -eq 0 ]; then
+          record "tiered_$d" ok "$t" "tg32 $(json_field "$tj" tg_tokens_per_s) t/s; window/host blocks $(json_field "$tj" window_blocks)/$(json_field "$tj" host_blocks); PCIe $(json_field "$tj" pcie_bytes_per_token) B/token; VRAM used $(json_field "$tj" vram_used_bytes) planned $(json_field "$tj" vram_planned_bytes); cold->GPU in decode $(json_field "$tj" decode_cold_to_device_bytes); RAM probe $(json_field "$tj" probe_gb_per_s) GB/s"
+        else
+          record "tiered_$d" FAILED "$t" "exit $rc: $(tail -n 1 "$bnlog" | cut -c1-300)"
+          rm -f "$tj"
+        fi
+      done
       local pc tc pu tu
       pc=$(json_field "$bcuda" pp_tokens_per_s)
       tc=$(json_field "$bcuda" tg_tokens_per_s)

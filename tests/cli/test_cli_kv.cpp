@@ -131,7 +131,7 @@ TEST(CliKv, BadSizesAndSettingsAreRefused) {
            {{"--attention", "topk:0"}, "topk:0"},
            {{"--kv-window", "64", "--reference"}, "--reference"},
            {{"--stats", "--device", "cuda"}, "--device cuda"},
-           {{"--kv-window", "64", "--device", "cuda"}, "--device cuda"},
+           {{"--attention", "streaming", "--device", "cuda"}, "runs on the CPU only"},
        }) {
     const CliResult r = run(with(base, c.args));
     EXPECT_EQ(r.exit_code, 1) << c.args[0];
@@ -278,9 +278,9 @@ namespace {
 // block size divided by zero.
 TEST(CliKv, SettingsLongerThanTheContextAreCutToIt) {
   if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
-  const std::vector<std::string> base = {"generate", "-m", stories().string(), "-p",
-                                         "Once upon a time", "-n", "30", "-c", "40", "--temp",
-                                         "0", "--device", "cpu"};
+  const std::vector<std::string> base = {
+      "generate", "-m", stories().string(), "-p", "Once upon a time", "-n", "30",
+      "-c",       "40", "--temp",           "0",  "--device",         "cpu"};
   const CliResult plain = run(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("Lily"), std::string::npos) << plain.out;
@@ -306,8 +306,8 @@ TEST(CliKv, SaveKvNeverReplacesANonRegularFile) {
   const fs::path fifo = tmp_dir() / "snapshot.fifo";
   fs::remove(fifo);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const CliResult r = run({"generate", "-m", stories().string(), "-p", "Once", "-n", "2",
-                           "--temp", "0", "--save-kv", fifo.string()});
+  const CliResult r = run({"generate", "-m", stories().string(), "-p", "Once", "-n", "2", "--temp",
+                           "0", "--save-kv", fifo.string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::is_fifo(fifo));

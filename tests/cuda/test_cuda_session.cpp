@@ -360,23 +360,35 @@ TEST(CudaSession, CreateRefusesWhatItCannotRun) {
   auto model = load(dir, spec);
   ASSERT_NE(model, nullptr);
   SessionParams sp;
-  sp.kv_type_k = sp.kv_type_v = KvType::Q8_0;
-  auto q8 = cuda::CudaSession::create(*model, sp);
-  ASSERT_FALSE(q8.ok());
-  EXPECT_EQ(q8.error().message, "q8_0 KV cache is not yet supported on CUDA");
-  // auto falls back to the CPU for it, saying why.
-  auto choice = create_session(*model, sp, BackendOptions{});
-  ASSERT_TRUE(choice.ok()) << choice.error().message;
-  EXPECT_EQ(choice->device, DeviceKind::Cpu);
-  EXPECT_NE(choice->note.find("q8_0 KV cache is not yet supported on CUDA"), std::string::npos)
-      << choice->note;
-
-  // A context whose KV cache cannot fit: refused by the fit check, before any allocation.
-  sp.kv_type_k = sp.kv_type_v = KvType::F16;
-  sp.n_ctx = int64_t{1} << 34;  // 2 x 2 layers x 2^34 x 64 x 2 bytes = 8 TiB of KV
+  // The approximate attention modes run on the CPU only; auto falls back, saying why.
   cuda::CudaSessionParams cp;
   cp.device = probe_cuda().index;
-  auto huge = cuda::CudaSession::create(*model, sp, cp);
+  ASSERT_TRUE(parse_kv_attention("streaming", cp.paging).ok());
+  auto streaming = cuda::CudaSession::create(*model, sp, cp);
+  ASSERT_FALSE(streaming.ok());
+  EXPECT_EQ(streaming.error().message,
+            "--attention streaming runs on the CPU only (the CUDA session attends exactly)");
+  BackendOptions opts;
+  opts.paging = cp.paging;
+  auto choice = create_session(*model, sp, opts);
+  ASSERT_TRUE(choice.ok()) << choice.error().message;
+  EXPECT_EQ(choice->device, DeviceKind::Cpu);
+  EXPECT_NE(choice->note.find("runs on the CPU only"), std::string::npos) << choice->note;
+  // Different K and V types are refused; q8_0 for both is supported.
+  sp.kv_type_k = KvType::Q8_0;
+  sp.kv_type_v = KvType::F16;
+  EXPECT_FALSE(cuda::CudaSession::create(*model, sp, cuda::CudaSessionParams{}).ok());
+  sp.kv_type_v = KvType::Q8_0;
+  EXPECT_TRUE(cuda::CudaSession::create(*model, sp, cuda::CudaSessionParams{}).ok());
+
+  // Explicit paging settings whose window cannot fit: refused by the fit check.
+  sp.kv_type_k = sp.kv_type_v = KvType::F16;
+  sp.n_ctx = int64_t{1} << 30;
+  cuda::CudaSessionParams big;
+  big.device = probe_cuda().index;
+  big.paging.window_tokens = int64_t{1} << 30;  // 2 x 2 layers x 2^30 x 64 x 2 B = 512 GiB
+  big.paging.host_budget = 0;
+  auto huge = cuda::CudaSession::create(*model, sp, big);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.error().message.rfind("model needs ", 0), 0u) << huge.error().message;
   EXPECT_NE(huge.error().message.find("GiB free"), std::string::npos) << huge.error().message;
@@ -425,6 +437,93 @@ TEST(CudaSession, FactoryPicksCudaWhenUsable) {
     EXPECT_TRUE(choice->note.empty()) << choice->note;
     EXPECT_EQ(choice->backend.rfind("cuda (" + probe.name + ", sm_", 0), 0u) << choice->backend;
   }
+}
+
+// ---- The tiered KV cache with the window on the GPU (CUDA part 2) ----------------------------
+
+// Spilling forced: a window of one 16-token block (plus the sink block), a host budget of two
+// blocks, the rest on disk; prefill in ubatches of 16, so later ubatches stage cold blocks.
+KvPaging forced_spill(const std::string& spill_dir, int64_t block_bytes) {
+  KvPaging p;
+  p.block_size = 16;
+  p.window_tokens = 16;
+  p.n_sinks = 4;
+  p.host_budget = 2 * block_bytes;
+  p.disk_budget = 64 * block_bytes;
+  p.spill_dir = spill_dir;
+  return p;
+}
+
+TEST(CudaTiered, SpilledGreedyEqualsCpuAndNoColdBytesReachTheGpuInDecode) {
+  SPW_SKIP_WITHOUT_CUDA();
+  SPW_SKIP_UNLESS_CUDA_USABLE();
+  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+    for (const KvType kv : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+      TestModelSpec spec;
+      spec.arch = arch;
+      spec.head_dim = 32;  // q8_0 KV needs head_dim % 32 == 0
+      spec.weight_type = GgmlType::Q8_0;
+      TempDir dir;
+      auto model = load(dir, spec);
+      ASSERT_NE(model, nullptr);
+      SessionParams sp;
+      sp.kv_type_k = sp.kv_type_v = kv;
+      sp.n_threads = 4;
+      const cuda::KvGeometry g = cuda::kv_geometry(model->config(), sp, 16);
+      const KvPaging paging = forced_spill(dir.path(), g.block_bytes);
+      cpu::CpuSessionParams cpp;
+      cpp.n_ubatch = 16;
+      cpp.paging = paging;
+      auto cpu = cpu::CpuSession::create(*model, sp, cpp);
+      ASSERT_TRUE(cpu.ok()) << cpu.error().message;
+      cuda::CudaSessionParams cp;
+      cp.device = probe_cuda().index;
+      cp.n_ubatch = 16;
+      cp.paging = paging;
+      auto gpu = cuda::CudaSession::create(*model, sp, cp);
+      ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+      const std::vector<int32_t> prompt = make_prompt(100, spec.n_vocab);
+      const Trace c = run(**cpu, prompt, 60);
+      const Trace gt = run(**gpu, prompt, 60, &c.tokens);
+      const std::string what = arch + " " + std::string(kv_type_name(kv));
+      const int ties = compare_traces(gt, c, kv == KvType::F32 ? 1e-3 : 1e-2, what);
+      if (ties == 0) {
+        auto free_gpu = cuda::CudaSession::create(*model, sp, cp);
+        ASSERT_TRUE(free_gpu.ok());
+        EXPECT_EQ(run(**free_gpu, prompt, 60).tokens, c.tokens) << what;
+      }
+      const cuda::CudaSessionStats st = (*gpu)->stats();
+      EXPECT_GT(st.kv.host_blocks, 0) << what;
+      EXPECT_GT(st.kv.disk_blocks, 0) << what;
+      EXPECT_EQ(st.kv.cold_to_window_bytes, 0) << what;
+      EXPECT_EQ(st.decode_cold_to_device_bytes, 0) << what;
+      EXPECT_GT(st.prefill_stage_h2d_bytes, 0) << what << ": later prefill ubatches stage";
+      EXPECT_GT(st.query_d2h_bytes, 0) << what << ": decode split GPU || CPU";
+      EXPECT_EQ(st.window_d2h_bytes, st.kv.window_to_host_bytes + st.kv.window_to_disk_bytes)
+          << what;
+      // The window stays its size: sink block + recent block + the block in flight, spares.
+      EXPECT_LE(st.kv.window_blocks, 1 + 1 + 2 + 2) << what;
+    }
+  }
+}
+
+TEST(CudaTiered, DefaultPagingKeepsTheWholeContextOnTheGpu) {
+  SPW_SKIP_WITHOUT_CUDA();
+  SPW_SKIP_UNLESS_CUDA_USABLE();
+  TestModelSpec spec;
+  TempDir dir;
+  auto model = load(dir, spec);
+  ASSERT_NE(model, nullptr);
+  auto s = gpu_session(*model, KvType::F16);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->memory_plan().window_tokens, spec.n_ctx);
+  EXPECT_EQ(s->n_ctx(), spec.n_ctx);
+  const std::vector<int32_t> prompt = make_prompt(200, spec.n_vocab);
+  run(*s, prompt, 20);
+  const cuda::CudaSessionStats st = s->stats();
+  EXPECT_EQ(st.kv.host_blocks + st.kv.disk_blocks, 0);
+  EXPECT_EQ(st.query_d2h_bytes, 0);
+  EXPECT_EQ(st.window_d2h_bytes, 0);
 }
 
 }  // namespace

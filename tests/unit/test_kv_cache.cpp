@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +24,8 @@
 #include "engine/common/size.h"
 #include "engine/gguf/ggml_types.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_storage.h"
+#include "engine/kv/limits.h"
 #include "tests/support/test_model.h"
 
 namespace spw::kv {
@@ -68,8 +72,75 @@ std::vector<uint8_t> encode(GgmlType type, const float* x, int64_t n) {
   return out;
 }
 
+// A DeviceWindow whose "device" is RAM kept apart from the cache: what the CUDA session's window
+// does, minus the GPU. It counts its calls and checks that the cache never copies a slot that no
+// block holds.
+class FakeDeviceWindow final : public DeviceWindow {
+ public:
+  FakeDeviceWindow(int64_t n_slots, int64_t slot_bytes)
+      : slot_bytes_(slot_bytes),
+        mem_(static_cast<size_t>(n_slots * slot_bytes), 0xAB),
+        n_slots_(n_slots) {}
+  int64_t n_slots() const override { return n_slots_; }
+  uint8_t* slot(int32_t i) const override {
+    EXPECT_TRUE(i >= 0 && i < n_slots_) << i;
+    return const_cast<uint8_t*>(mem_.data()) + i * slot_bytes_;
+  }
+  Status zero(int32_t i) override {
+    ++zeroed;
+    std::memset(slot(i), 0, static_cast<size_t>(slot_bytes_));
+    return Status::Ok();
+  }
+  Status copy_out(int32_t i, uint8_t* dst) override {
+    ++copied_out;
+    std::memcpy(dst, slot(i), static_cast<size_t>(slot_bytes_));
+    return Status::Ok();
+  }
+  Status copy_in(int32_t i, const uint8_t* src) override {
+    ++copied_in;
+    std::memcpy(slot(i), src, static_cast<size_t>(slot_bytes_));
+    return Status::Ok();
+  }
+  std::atomic<int64_t> zeroed{0}, copied_out{0}, copied_in{0};
+
+ private:
+  int64_t slot_bytes_;
+  std::vector<uint8_t> mem_;
+  int64_t n_slots_;
+};
+
+// One row written where blocks() says it lives: what KvCache::store does for a RAM window and
+// the CUDA session's KV-write kernel does for a device window.
+void write_row_at(const KvCache& cache, int64_t layer, int64_t pos, const float* k,
+                  const float* v) {
+  const KvCacheConfig& c = cache.config();
+  std::vector<BlockView> views;
+  cache.blocks(layer, pos + 1, views);
+  const BlockView& bv = views.back();
+  EXPECT_EQ(bv.tier, Tier::Window);
+  const int64_t r = pos - bv.pos0;
+  const size_t row_k = row_size(c.type_k, c.head_dim), row_v = row_size(c.type_v, c.head_dim_v);
+  for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+    const auto ek = encode(c.type_k, k + h * c.head_dim, c.head_dim);
+    const auto ev = encode(c.type_v, v + h * c.head_dim_v, c.head_dim_v);
+    const size_t row = static_cast<size_t>(h * c.block_size + r);
+    std::memcpy(const_cast<uint8_t*>(bv.k) + row * row_k, ek.data(), row_k);
+    std::memcpy(const_cast<uint8_t*>(bv.v) + row * row_v, ev.data(), row_v);
+  }
+}
+
 void store_range(KvCache& cache, uint32_t seed, int64_t pos0, int64_t pos1) {
   const KvCacheConfig& c = cache.config();
+  if (c.device_window != nullptr) {
+    for (int64_t pos = pos0; pos < pos1; ++pos) {
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        const auto k = make_row(c, seed, l, pos, 0);
+        const auto v = make_row(c, seed, l, pos, 1);
+        write_row_at(cache, l, pos, k.data(), v.data());
+      }
+    }
+    return;
+  }
   for (int64_t pos = pos0; pos < pos1; ++pos) {
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const auto k = make_row(c, seed, l, pos, 0);
@@ -218,7 +289,8 @@ struct Scenario {
   GgmlType type_k, type_v;
   int64_t head_dim;
   int64_t n_tokens;
-  int64_t prefill;  // first ubatch; then ubatches of 1 (decode) and a few odd sizes
+  int64_t prefill;      // first ubatch; then ubatches of 1 (decode) and a few odd sizes
+  bool device = false;  // the window in a (fake) DeviceWindow
 };
 
 void run_scenario(const Scenario& sc) {
@@ -242,6 +314,14 @@ void run_scenario(const Scenario& sc) {
   c.host_budget = host_slots * bb + bb / 2;
   c.disk_budget = (cold_blocks - host_slots) * bb;
   c.spill_dir = dir.path();
+  std::shared_ptr<FakeDeviceWindow> dev;
+  if (sc.device) {
+    // The largest ubatch of the scenario: the prefill or 17.
+    const int64_t slots = window_pool_slots(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks,
+                                            std::max<int64_t>(sc.prefill, 17));
+    dev = std::make_shared<FakeDeviceWindow>(slots, bb);
+    c.device_window = dev;
+  }
   auto made = KvCache::create(c);
   ASSERT_TRUE(made.ok()) << made.error().message;
   KvCache& cache = **made;
@@ -279,6 +359,11 @@ void run_scenario(const Scenario& sc) {
   EXPECT_EQ(s.disk_blocks, cold_blocks - host_slots);
   EXPECT_EQ(s.window_to_host_bytes, s.host_bytes);
   EXPECT_EQ(s.window_to_disk_bytes, s.disk_bytes);
+  if (dev) {  // every cold block came off the device exactly once, by copy_out
+    EXPECT_EQ(dev->copied_out.load(), cold_blocks);
+    EXPECT_EQ(dev->copied_in.load(), 0);
+    EXPECT_GE(dev->zeroed.load(), ceil_div(sc.n_tokens, sc.block_size));
+  }
   // And the cache is full: the budgets hold exactly n_ctx.
   EXPECT_FALSE(cache.reserve(1).ok());
 }
@@ -295,6 +380,68 @@ TEST(KvCache, RoundTripBlock16TwentySinksF16) {
 TEST(KvCache, RoundTripBlock256) {
   run_scenario({256, 4, 300, GgmlType::F16, GgmlType::F16, 8, 3000, 512});
 }
+// The window in a DeviceWindow (CUDA part 2's layout, RAM standing in for the GPU): the same
+// tiers, bytes and accounting, every spill through copy_out.
+TEST(KvCache, DeviceWindowRoundTripBlock16) {
+  run_scenario({16, 4, 40, GgmlType::F16, GgmlType::F16, 8, 2500, 100, true});
+}
+TEST(KvCache, DeviceWindowRoundTripQ8_0OneBlockWindow) {
+  run_scenario({16, 0, 1, GgmlType::Q8_0, GgmlType::Q8_0, 32, 1500, 300, true});
+}
+TEST(KvCache, DeviceWindowRoundTripBlock256) {
+  run_scenario({256, 4, 300, GgmlType::F16, GgmlType::F32, 8, 3000, 512, true});
+}
+
+TEST(KvCache, DeviceWindowTooSmallIsRefused) {
+  TempDir dir("spillway-kv");
+  KvCacheConfig c = small_config(dir.path());  // 1 sink block + 2 recent blocks
+  c.device_window = std::make_shared<FakeDeviceWindow>(4, formula_block_bytes(c));
+  auto made = KvCache::create(c);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.error().message,
+            "the device window has 4 block slots; the window needs at least 5");
+}
+
+TEST(KvCache, DeviceWindowSnapshotRoundTrip) {
+  TempDir dir("spillway-kv");
+  KvCacheConfig c = small_config(dir.path());
+  c.type_k = GgmlType::F16;
+  c.host_budget = 3 * formula_block_bytes(c);
+  c.disk_budget = 1 << 20;
+  const int64_t bb = formula_block_bytes(c);
+  const int64_t slots = window_pool_slots(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks, 77);
+  auto dev_a = std::make_shared<FakeDeviceWindow>(slots, bb);
+  auto dev_b = std::make_shared<FakeDeviceWindow>(slots, bb);
+  KvCacheConfig ca = c, cb = c;
+  ca.device_window = dev_a;
+  cb.device_window = dev_b;
+  auto a_made = KvCache::create(ca);
+  auto b_made = KvCache::create(cb);
+  ASSERT_TRUE(a_made.ok() && b_made.ok());
+  KvCache& a = **a_made;
+  KvCache& b = **b_made;
+  ASSERT_TRUE(append(a, 8, 77).ok());
+  for (int i = 0; i < 250; ++i) ASSERT_TRUE(append(a, 8, 1).ok());
+  ASSERT_TRUE(a.flush().ok());
+  const int64_t n_blocks = ceil_div(a.n_tokens(), 16);
+  std::vector<uint8_t> saved(static_cast<size_t>(n_blocks * bb));
+  const int64_t out_before = dev_a->copied_out.load();
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    ASSERT_TRUE(a.read_block(i, std::span(saved).subspan(i * bb, bb)).ok());
+  }
+  // The window's blocks (1 sink + 2 recent) were read off the device.
+  EXPECT_EQ(dev_a->copied_out.load() - out_before, 3);
+  ASSERT_TRUE(b.restore(a.n_tokens(), [&](int64_t i, std::span<uint8_t> dst) {
+                 std::memcpy(dst.data(), saved.data() + i * bb, dst.size());
+                 return Status::Ok();
+               }).ok());
+  EXPECT_EQ(dev_b->copied_in.load(), n_blocks);  // every block went onto the device first
+  EXPECT_TRUE(rows_match(b, 8, b.n_tokens()));
+  EXPECT_TRUE(tiers_match(b, 3));
+  ASSERT_TRUE(append(b, 8, 5).ok());
+  EXPECT_TRUE(rows_match(b, 8, b.n_tokens()));
+}
+
 TEST(KvCache, RoundTripBlock256TwentySinksF32) {
   run_scenario({256, 20, 1, GgmlType::F32, GgmlType::F32, 8, 2100, 700});
 }

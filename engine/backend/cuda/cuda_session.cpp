@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <thread>
 
 #include "engine/backend/cpu/ops.h"
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/kv/limits.h"
 #include "kernels/launch.h"
 
 namespace spw::cuda {
@@ -17,7 +21,6 @@ namespace k = ::spw::kernels;
 
 // cuBLAS workspace: NVIDIA's recommendation for Hopper (32 MiB; 4 MiB suffices before it).
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
-
 
 // The 2-D matrices of one layer, in a fixed order.
 std::array<const GgufTensorInfo*, 7> layer_matrices(const LayerWeights& w) {
@@ -63,8 +66,13 @@ Status check_params(const Model& model, const SessionParams& params, const CudaS
     return make_error("gemm_min_tokens {} must be at least 1", cp.gemm_min_tokens);
   if (cp.max_weight_tile_bytes < 1)
     return make_error("max_weight_tile_bytes {} must be positive", cp.max_weight_tile_bytes);
-  if (params.kv_type_k == KvType::Q8_0 || params.kv_type_v == KvType::Q8_0)
-    return make_error("q8_0 KV cache is not yet supported on CUDA");
+  if (cp.paging.attention != KvAttention::Exact) {
+    return make_error("--attention {} runs on the CPU only (the CUDA session attends exactly)",
+                      kv_attention_name(cp.paging));
+  }
+  if (cp.stage_tokens < 1) return make_error("stage_tokens {} must be at least 1", cp.stage_tokens);
+  if (auto st = check_kv_types(params, model.config().head_dim, model.config().head_dim_v); !st)
+    return st;
   if (params.kv_type_k != params.kv_type_v) {
     return make_error("different K and V cache types ({} and {}) are not yet supported on CUDA",
                       kv_type_name(params.kv_type_k), kv_type_name(params.kv_type_v));
@@ -86,10 +94,27 @@ Status check_params(const Model& model, const SessionParams& params, const CudaS
 
 }  // namespace
 
+KvGeometry kv_geometry(const ModelConfig& c, const SessionParams& params, int64_t block_size) {
+  KvGeometry g;
+  g.row_k = static_cast<int64_t>(row_size(kv_ggml_type(params.kv_type_k), c.head_dim));
+  g.row_v = static_cast<int64_t>(row_size(kv_ggml_type(params.kv_type_v), c.head_dim_v));
+  g.layer_k_bytes = c.n_head_kv * block_size * g.row_k;
+  g.layer_bytes = g.layer_k_bytes + c.n_head_kv * block_size * g.row_v;
+  g.block_bytes = c.n_layer * g.layer_bytes;
+  return g;
+}
+
 // ---- Planning -------------------------------------------------------------------------------
 
 Expected<CudaMemoryPlan> CudaSession::plan(const Model& model, const SessionParams& params,
                                            const CudaSessionParams& cp) {
+  const int64_t n_ctx = params.n_ctx > 0 ? params.n_ctx : model.config().n_ctx_train;
+  return plan_window(model, params, cp, cp.paging.is_default() ? n_ctx : cp.paging.window_tokens);
+}
+
+Expected<CudaMemoryPlan> CudaSession::plan_window(const Model& model, const SessionParams& params,
+                                                  const CudaSessionParams& cp,
+                                                  int64_t window_tokens) {
   SPW_TRY(check_params(model, params, cp));
   const ModelConfig& c = model.config();
   const auto A = [](int64_t bytes) { return DeviceArena::aligned(bytes); };
@@ -105,19 +130,41 @@ Expected<CudaMemoryPlan> CudaSession::plan(const Model& model, const SessionPara
   }
 
   const int64_t n_ctx = params.n_ctx > 0 ? params.n_ctx : c.n_ctx_train;
-  const GgmlType kt = kv_ggml_type(params.kv_type_k), vt = kv_ggml_type(params.kv_type_v);
   const int64_t k_dim = c.n_head_kv * c.head_dim, v_dim = c.n_head_kv * c.head_dim_v;
-  p.kv = c.n_layer * (A(static_cast<int64_t>(row_size(kt, n_ctx * k_dim))) +
-                      A(static_cast<int64_t>(row_size(vt, n_ctx * v_dim))));
-
   const int64_t n = std::min(cp.n_ubatch, n_ctx);
+  if (Status st = kv::check_paging_limits(n_ctx, cp.paging.block_size); !st) return st.error();
+  if (cp.paging.block_size < 1)
+    return make_error("--kv-block must be >= 1 (got {})", cp.paging.block_size);
+  if (cp.paging.window_tokens < 1)
+    return make_error("--kv-window must be >= 1 (got {})", cp.paging.window_tokens);
+  if (cp.paging.n_sinks < 0)
+    return make_error("--kv-sinks must be >= 0 (got {})", cp.paging.n_sinks);
+  int64_t bs = cp.paging.block_size, window = window_tokens, sinks = cp.paging.n_sinks;
+  kv::clamp_paging_to_context(n_ctx, bs, window, sinks);
+  const KvGeometry g = kv_geometry(c, params, bs);
+  p.window_tokens = window;
+  p.window_slots = kv::window_pool_slots(n_ctx, bs, window, sinks, n);
+  p.kv = A(p.window_slots * g.block_bytes);
+  const int64_t n_blocks = kv::ceil_div(n_ctx, bs);
+  const bool cold_possible = p.window_slots - kv::kSpareWindowSlots < n_blocks;
+  const int64_t stage_blocks =
+      cold_possible ? std::min(n_blocks, kv::ceil_div(cp.stage_tokens, bs)) : 0;
+  const int64_t tbl_entries = kv::ceil_div(n, bs) + 1 + p.window_slots;
+  const int64_t stage_entries = cold_possible ? n_blocks : 0;
+  const int64_t pb = sizeof(kernels::PagedBlock);
+  const int64_t part_rows =
+      std::max((kernels::kMaxPagedSplits + 1) * std::min(n, kDecodeTokens), 2 * n) * c.n_head;
+  p.scratch += A(tbl_entries * pb) + A(stage_entries * pb) + A(stage_blocks * g.layer_bytes) +
+               A(part_rows * c.head_dim_v * int64_t{sizeof(float)}) +
+               A(part_rows * 2 * int64_t{sizeof(float)});
+
   const int64_t f = sizeof(float);
   const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
-  p.scratch = 3 * A(n * c.n_embd * f)  // x, h, tmp
-              + A(n * q_dim * f) + A(n * k_dim * f) + A(n * v_dim * f) + A(n * o_dim * f) +
-              2 * A(n * c.n_ff * f)                                   // gate, up
-              + A(n * c.n_rot * f) + A(n * int64_t{sizeof(int32_t)})  // cs, ids
-              + A(c.n_vocab * f);                                     // logits
+  p.scratch += 3 * A(n * c.n_embd * f)  // x, h, tmp
+               + A(n * q_dim * f) + A(n * k_dim * f) + A(n * v_dim * f) + A(n * o_dim * f) +
+               2 * A(n * c.n_ff * f)                                   // gate, up
+               + A(n * c.n_rot * f) + A(n * int64_t{sizeof(int32_t)})  // cs, ids
+               + A(c.n_vocab * f);                                     // logits
   if (n >= cp.gemm_min_tokens) {  // the GEMM path can run: f16 copies and cuBLAS workspace
     p.scratch += A(n * max_layer_n_in(model) * 2) +
                  A(weight_tile_elems(model, cp.max_weight_tile_bytes) * 2) +
@@ -181,9 +228,6 @@ Status CudaSession::init() {
   cudaStream_t stream = nullptr;
   SPW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_.reset(stream);
-  cudaEvent_t event = nullptr;
-  SPW_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  cs_copied_.reset(event);
   cublasHandle_t handle = nullptr;
   SPW_CUBLAS_CHECK(blas_->create(&handle));
   cublas_ = CublasPtr(handle, CublasDeleter{blas_->destroy});
@@ -191,37 +235,54 @@ Status CudaSession::init() {
   // after it (carve_scratch).
   SPW_CUBLAS_CHECK(blas_->set_stream(cublas_.get(), stream_.get()));
 
-  // Fit check: free memory now, after the context, the stream and the handle exist.
+  for (EventPtr* e : {&cs_copied_, &tbl_copied_, &q_ready_, &cold_copied_}) {
+    cudaEvent_t ev = nullptr;
+    SPW_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    e->reset(ev);
+  }
+  SPW_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, dev_.index));
+
+  // Fit check: free memory now, after the context, the stream and the handle exist. With the
+  // default paging settings the window shrinks to what fits (the rest of the context spills to
+  // host RAM) instead of failing.
   size_t free_b = 0, total_b = 0;
   SPW_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   dev_.free_bytes = static_cast<int64_t>(free_b);
+  if (plan_.total() + kReserveBytes > dev_.free_bytes && cp_.paging.is_default()) {
+    int64_t bs = cp_.paging.block_size, window = n_ctx_, sinks = cp_.paging.n_sinks;
+    kv::clamp_paging_to_context(n_ctx_, bs, window, sinks);
+    auto smallest = plan_window(m_, p_, cp_, 1);
+    if (!smallest) return smallest.error();
+    const int64_t block_bytes = kv_geometry(c_, p_, bs).block_bytes;
+    const int64_t spare = dev_.free_bytes - kReserveBytes - smallest->total() + smallest->kv;
+    const int64_t slots = spare / std::max<int64_t>(1, block_bytes);
+    const int64_t fixed = smallest->window_slots - kv::window_blocks(sinks, 1, bs).total();
+    const int64_t recent = slots - fixed - kv::ceil_div(sinks, bs);
+    if (recent >= 1) {
+      auto fit = plan_window(m_, p_, cp_, recent * bs);
+      if (!fit) return fit.error();
+      plan_ = *fit;
+    }
+  }
   const int64_t need = plan_.total() + kReserveBytes;
   if (need > dev_.free_bytes) {
     return make_error(
-        "model needs {} on the GPU, {} free (weights {}, KV cache {} for {} tokens, scratch {}, "
+        "model needs {} on the GPU, {} free (weights {}, KV window {} for {} tokens, scratch {}, "
         "{} kept for the CUDA runtime) on device {} ({})",
         format_gib(need), format_gib(dev_.free_bytes), format_gib(plan_.weights),
-        format_gib(plan_.kv), n_ctx_, format_gib(plan_.scratch), format_gib(kReserveBytes),
-        dev_.index, dev_.name);
+        format_gib(plan_.kv), plan_.window_tokens, format_gib(plan_.scratch),
+        format_gib(kReserveBytes), dev_.index, dev_.name);
   }
   auto arena = DeviceArena::create(plan_.total());
   if (!arena) return arena.error();
   arena_ = std::move(*arena);
 
   SPW_TRY(upload_weights());
-  layers_.resize(static_cast<size_t>(c_.n_layer));
-  const int64_t k_dim = c_.n_head_kv * c_.head_dim, v_dim = c_.n_head_kv * c_.head_dim_v;
-  for (DevLayer& L : layers_) {
-    auto kc =
-        arena_->alloc(static_cast<int64_t>(row_size(kv_k_, n_ctx_ * k_dim)), ArenaPurpose::Kv);
-    if (!kc) return kc.error();
-    auto vc =
-        arena_->alloc(static_cast<int64_t>(row_size(kv_v_, n_ctx_ * v_dim)), ArenaPurpose::Kv);
-    if (!vc) return vc.error();
-    L.k_cache = *kc;
-    L.v_cache = *vc;
-  }
+  SPW_TRY(make_cache());
   SPW_TRY(carve_scratch());
+  const unsigned hw = std::thread::hardware_concurrency();
+  pool_ = std::make_unique<cpu::ThreadPool>(p_.n_threads > 0 ? p_.n_threads
+                                                             : std::max(1, static_cast<int>(hw)));
 
   const std::vector<float> factors = dequantize_vector(m_.rope_freqs);
   inv_freq_ = cpu::rope_inv_freq(c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
@@ -313,6 +374,39 @@ Status CudaSession::carve_scratch() {
   if (!ids) return ids.error();
   ids_ = *ids;
   SPW_TRY(f32(c_.n_vocab, logits_dev_));
+
+  // Block tables, attention partials, the prefill staging buffer (sizes as plan_window()).
+  const int64_t bs = block_size_;
+  const int64_t n_blocks = kv::ceil_div(n_ctx_, bs);
+  const bool cold_possible = plan_.window_slots - kv::kSpareWindowSlots < n_blocks;
+  stage_blocks_ = cold_possible ? std::min(n_blocks, kv::ceil_div(cp_.stage_tokens, bs)) : 0;
+  tbl_cap_ = kv::ceil_div(n, bs) + 1 + plan_.window_slots;
+  stage_tbl_cap_ = cold_possible ? n_blocks : 0;
+  auto tbl = arena_->alloc_n<kernels::PagedBlock>(tbl_cap_, ArenaPurpose::Scratch);
+  if (!tbl) return tbl.error();
+  tbl_dev_ = *tbl;
+  auto stbl = arena_->alloc_n<kernels::PagedBlock>(stage_tbl_cap_, ArenaPurpose::Scratch);
+  if (!stbl) return stbl.error();
+  stage_tbl_dev_ = *stbl;
+  auto stage = arena_->alloc_n<uint8_t>(stage_blocks_ * layer_bytes_, ArenaPurpose::Scratch);
+  if (!stage) return stage.error();
+  stage_ = *stage;
+  const int64_t part_rows =
+      std::max((kernels::kMaxPagedSplits + 1) * std::min(n, kDecodeTokens), 2 * n) * c_.n_head;
+  SPW_TRY(f32(part_rows * c_.head_dim_v, part_o_));
+  SPW_TRY(f32(part_rows * 2, part_ms_));
+  const auto pinned = [](int64_t bytes, PinnedPtr& out) -> Status {
+    void* p = nullptr;
+    SPW_CUDA_CHECK(
+        cudaHostAlloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1)), cudaHostAllocDefault));
+    out.reset(p);
+    return Status::Ok();
+  };
+  const int64_t fb = sizeof(float);
+  SPW_TRY(pinned(kDecodeTokens * q_dim * fb, q_host_));
+  SPW_TRY(pinned(kDecodeTokens * c_.n_head * (c_.head_dim_v + 2) * fb, cold_host_));
+  SPW_TRY(pinned((tbl_cap_ + stage_tbl_cap_) * int64_t{sizeof(kernels::PagedBlock)}, tbl_host_));
+
   if (n >= cp_.gemm_min_tokens) {
     auto act = arena_->alloc_n<uint16_t>(n * max_layer_n_in(m_), ArenaPurpose::Scratch);
     if (!act) return act.error();
@@ -333,26 +427,182 @@ Status CudaSession::carve_scratch() {
 
 // ---- Forward pass ---------------------------------------------------------------------------
 
+// ---- The tiered KV cache --------------------------------------------------------------------
+
+void CudaSession::PinnedDeleter::operator()(void* p) const {
+  if (p != nullptr) (void)cudaFreeHost(p);
+}
+
+Status CudaSession::make_cache() {
+  kv::KvCacheConfig kc;
+  kc.n_layer = c_.n_layer;
+  kc.n_kv_heads = c_.n_head_kv;
+  kc.head_dim = c_.head_dim;
+  kc.head_dim_v = c_.head_dim_v;
+  kc.n_ctx = n_ctx_;
+  kc.type_k = kv_k_;
+  kc.type_v = kv_v_;
+  kc.block_size = cp_.paging.block_size;
+  kc.n_sinks = cp_.paging.n_sinks;
+  kc.window_tokens = plan_.window_tokens;
+  kc.host_budget = cp_.paging.host_budget;
+  kc.disk_budget = cp_.paging.disk_budget;
+  kc.spill_dir = cp_.paging.spill_dir;
+  int64_t bs = kc.block_size, window = kc.window_tokens, sinks = kc.n_sinks;
+  kv::clamp_paging_to_context(n_ctx_, bs, window, sinks);
+  block_size_ = bs;
+  const KvGeometry g = kv_geometry(c_, p_, bs);
+  row_k_ = g.row_k;
+  row_v_ = g.row_v;
+  layer_k_bytes_ = g.layer_k_bytes;
+  layer_bytes_ = g.layer_bytes;
+  auto mem = arena_->alloc(plan_.window_slots * g.block_bytes, ArenaPurpose::Kv);
+  if (!mem) return mem.error();
+  window_mem_ = static_cast<uint8_t*>(*mem);
+  auto win =
+      GpuWindow::create(dev_.index, window_mem_, plan_.window_slots, g.block_bytes, stream_.get());
+  if (!win) return win.error();
+  window_ = std::move(*win);
+  kc.device_window = window_;
+  auto cache = kv::KvCache::create(kc);
+  if (!cache) return cache.error();
+  cache_ = std::move(*cache);
+  return Status::Ok();
+}
+
+kernels::PagedLayer CudaSession::paged_layer(int64_t il) const {
+  kernels::PagedLayer L;
+  L.k_off = il * layer_bytes_;
+  L.v_off = il * layer_bytes_ + layer_k_bytes_;
+  L.row_k = row_k_;
+  L.row_v = row_v_;
+  L.block_size = static_cast<int32_t>(block_size_);
+  L.type_k = kv_k_;
+  L.type_v = kv_v_;
+  return L;
+}
+
+CudaSessionStats CudaSession::stats() const {
+  const auto rd = [](const std::atomic<int64_t>& a) { return a.load(std::memory_order_relaxed); };
+  CudaSessionStats s;
+  s.n_past = n_past_;
+  s.prefill_tokens_computed = rd(tel_.prefill_tokens_computed);
+  s.decode_tokens = rd(tel_.decode_tokens);
+  s.prefill_s = static_cast<double>(rd(tel_.prefill_ns)) * 1e-9;
+  s.decode_s = static_cast<double>(rd(tel_.decode_ns)) * 1e-9;
+  s.cold_attn_s = static_cast<double>(rd(tel_.cold_attn_ns)) * 1e-9;
+  s.query_wait_s = static_cast<double>(rd(tel_.query_wait_ns)) * 1e-9;
+  s.query_d2h_bytes = rd(tel_.query_d2h_bytes);
+  s.partial_h2d_bytes = rd(tel_.partial_h2d_bytes);
+  s.prefill_stage_h2d_bytes = rd(tel_.prefill_stage_h2d_bytes);
+  s.decode_cold_to_device_bytes = rd(tel_.decode_cold_to_device_bytes);
+  s.window_d2h_bytes = window_ ? window_->d2h_bytes() : 0;
+  s.vram_weights = arena_ ? arena_->used(ArenaPurpose::Weights) : 0;
+  s.vram_window = arena_ ? arena_->used(ArenaPurpose::Kv) : 0;
+  s.vram_scratch = arena_ ? arena_->used(ArenaPurpose::Scratch) : 0;
+  s.kv = cache_->stats();
+  return s;
+}
+
+// ---- Forward pass ---------------------------------------------------------------------------
+
+namespace {
+using Clock = std::chrono::steady_clock;
+int64_t ns_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+}
+}  // namespace
+
+Status CudaSession::check_room(int64_t n) const {
+  const int64_t cap = cache_->max_tokens();
+  if (n_past_ + n <= cap || cap >= n_ctx_) return Status::Ok();  // n_ctx: check_batch's message
+  return make_error(
+      "context full: {} tokens fit in the budgets you set {}; {} used, {} more requested", cap,
+      cache_->capacity_detail(), n_past_, n);
+}
+
 Status CudaSession::eval(std::span<const int32_t> tokens, bool want_logits) {
-  SPW_TRY(check_batch(tokens, c_.n_vocab, n_past_, n_ctx_));
+  SPW_TRY(check_room(static_cast<int64_t>(tokens.size())));
+  SPW_TRY(check_batch(tokens, c_.n_vocab, n_past_, cache_->max_tokens()));
   SPW_CUDA_CHECK(cudaSetDevice(dev_.index));  // the calling thread may not be create()'s
+  const auto t0 = Clock::now();
   const auto n_tokens = static_cast<int64_t>(tokens.size());
-  // n_past_ and logits_ change only once the whole batch has run: on an error the session is
-  // as before (KV rows past n_past_ may have been written; nothing reads them).
-  int64_t pos = n_past_;
+  const bool decode = n_tokens == 1 && n_past_ > 0;
+  // Each ubatch is committed to the cache once queued (its blocks may then spill; the spill's
+  // copy is ordered after its kernels). On an error the session keeps the ubatches committed
+  // before it (n_past() says how many positions), as the CPU session does; logits change only
+  // when the whole batch has run.
   for (int64_t b = 0; b < n_tokens; b += n_ub_) {
     const int64_t n = std::min(n_ub_, n_tokens - b);
     const bool last = b + n == n_tokens;
-    SPW_TRY(ubatch(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(n)), pos,
+    SPW_TRY(cache_->reserve(n));
+    SPW_TRY(ubatch(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(n)), n_past_,
                    want_logits && last));
-    pos += n;
+    cache_->commit(n);
+    n_past_ += n;
+    if (!decode) tel_.prefill_tokens_computed.fetch_add(n, std::memory_order_relaxed);
   }
   SPW_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // also reports asynchronous errors
-  n_past_ = pos;
   if (want_logits) {
     logits_.swap(logits_next_);
     logits_next_.resize(static_cast<size_t>(c_.n_vocab));
   }
+  const int64_t ns = ns_since(t0);
+  if (decode) {
+    tel_.decode_tokens.fetch_add(1, std::memory_order_relaxed);
+    tel_.decode_ns.fetch_add(ns, std::memory_order_relaxed);
+  } else {
+    tel_.prefill_ns.fetch_add(ns, std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
+// The block tables of one ubatch of n tokens at pos0, from the cache's block table (layer 0's
+// views: a slot's address is its layer-0 K part):
+//   tbl_dev_[0, n_write_)             the blocks that hold [pos0, pos0 + n) (KV writes)
+//   tbl_dev_[n_write_, + n_window_)   every block on the GPU (the window, attended there)
+//   stage_tbl_dev_[i]                 cold block cold_[i], staged at stage_ + (i % batch) * layer
+Status CudaSession::upload_tables(int64_t n, int64_t pos0) {
+  const int64_t bs = block_size_;
+  cache_->blocks(0, pos0 + n, views_);
+  auto* host = static_cast<kernels::PagedBlock*>(tbl_host_.get());
+  // The previous ubatch's upload must have been done before the pinned mirror is refilled.
+  SPW_CUDA_CHECK(cudaEventSynchronize(tbl_copied_.get()));
+  const auto entry = [&](const kv::BlockView& v, uint8_t* base) {
+    return kernels::PagedBlock{base, static_cast<int32_t>(v.pos0),
+                               static_cast<int32_t>(v.n_tokens)};
+  };
+  first_block_ = pos0 / bs;
+  int64_t i = 0;
+  for (int64_t b = first_block_; b < static_cast<int64_t>(views_.size()); ++b)
+    host[i++] = entry(views_[static_cast<size_t>(b)],
+                      const_cast<uint8_t*>(views_[static_cast<size_t>(b)].k));
+  n_write_ = i;
+  cold_.clear();
+  for (size_t b = 0; b < views_.size(); ++b) {
+    if (views_[b].tier == kv::Tier::Window) {
+      host[i++] = entry(views_[b], const_cast<uint8_t*>(views_[b].k));
+    } else {
+      cold_.push_back(static_cast<int64_t>(b));
+    }
+  }
+  n_window_ = i - n_write_;
+  if (i > tbl_cap_) return make_error("block table of {} entries, room for {}", i, tbl_cap_);
+  cudaStream_t s = stream_.get();
+  SPW_CUDA_CHECK(cudaMemcpyAsync(tbl_dev_, host, static_cast<size_t>(i) * sizeof(*host),
+                                 cudaMemcpyHostToDevice, s));
+  if (n > kDecodeTokens && !cold_.empty()) {  // prefill stages the cold blocks
+    if (static_cast<int64_t>(cold_.size()) > stage_tbl_cap_)
+      return make_error("{} cold blocks, staging table for {}", cold_.size(), stage_tbl_cap_);
+    kernels::PagedBlock* st = host + tbl_cap_;
+    for (size_t c = 0; c < cold_.size(); ++c) {
+      const int64_t slot = static_cast<int64_t>(c) % stage_blocks_;
+      st[c] = entry(views_[static_cast<size_t>(cold_[c])], stage_ + slot * layer_bytes_);
+    }
+    SPW_CUDA_CHECK(
+        cudaMemcpyAsync(stage_tbl_dev_, st, cold_.size() * sizeof(*st), cudaMemcpyHostToDevice, s));
+  }
+  SPW_CUDA_CHECK(cudaEventRecord(tbl_copied_.get(), s));
   return Status::Ok();
 }
 
@@ -360,9 +610,9 @@ Status CudaSession::ubatch(std::span<const int32_t> tokens, int64_t pos0, bool w
   cudaStream_t s = stream_.get();
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t n_embd = c_.n_embd;
+  SPW_TRY(upload_tables(n, pos0));
   // The caller's ids stay put until eval() has synchronised. cs_host_ is refilled per ubatch:
-  // wait until the previous ubatch's copy of it has been done (it is queued ahead of that
-  // ubatch's kernels, so this rarely waits) instead of relying on how a pageable copy stages.
+  // wait until the previous ubatch's copy of it has been done.
   SPW_CUDA_CHECK(
       cudaMemcpyAsync(ids_, tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, s));
   SPW_CUDA_CHECK(cudaEventSynchronize(cs_copied_.get()));  // never recorded yet: returns at once
@@ -376,7 +626,8 @@ Status CudaSession::ubatch(std::span<const int32_t> tokens, int64_t pos0, bool w
   SPW_CUDA_CHECK(cudaEventRecord(cs_copied_.get(), s));
   SPW_CUDA_CHECK(k::launch_get_rows(tok_embd_.type, tok_embd_.data, tok_embd_.row_bytes, n_embd,
                                     ids_, n, x_, s));  // x [n][n_embd]
-  for (const DevLayer& L : layers_) SPW_TRY(layer(L, n, pos0));
+  for (size_t il = 0; il < layers_.size(); ++il)
+    SPW_TRY(layer(static_cast<int64_t>(il), layers_[il], n, pos0));
 
   if (want_logits) {  // prefill is a flag: logits only for the last token
     const float eps = static_cast<float>(c_.rms_eps);
@@ -390,7 +641,7 @@ Status CudaSession::ubatch(std::span<const int32_t> tokens, int64_t pos0, bool w
   return Status::Ok();
 }
 
-Status CudaSession::layer(const DevLayer& L, int64_t n, int64_t pos0) {
+Status CudaSession::layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0) {
   cudaStream_t s = stream_.get();
   const int64_t n_embd = c_.n_embd, hd = c_.head_dim, hdv = c_.head_dim_v;
   const int64_t n_head = c_.n_head, n_head_kv = c_.n_head_kv;
@@ -414,13 +665,14 @@ Status CudaSession::layer(const DevLayer& L, int64_t n, int64_t pos0) {
   }
   SPW_CUDA_CHECK(k::launch_rope(q_, cs_, n, n_head, hd, c_.n_rot, neox, s));
   SPW_CUDA_CHECK(k::launch_rope(k_, cs_, n, n_head_kv, hd, c_.n_rot, neox, s));
-  // Append K and V at positions [pos0, pos0 + n), then attend [0, pos0 + t] for token t
-  // (GQA inside the kernel: kv_head = head / (n_head / n_head_kv)).
-  SPW_CUDA_CHECK(k::launch_kv_store(k_, L.k_cache, kv_k_, k_dim, pos0, n, s));
-  SPW_CUDA_CHECK(k::launch_kv_store(v_, L.v_cache, kv_v_, v_dim, pos0, n, s));
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  SPW_CUDA_CHECK(k::launch_attention(q_, L.k_cache, L.v_cache, kv_k_, attn_, n, pos0, n_head,
-                                     n_head_kv, hd, hdv, scale, s));  // attn [n][n_head][hdv]
+  // K and V of positions [pos0, pos0 + n) into their window blocks, then attention over the
+  // window (GPU) and the cold blocks (CPU in decode, staged in prefill).
+  const kernels::PagedLayer PL = paged_layer(il);
+  SPW_CUDA_CHECK(k::launch_kv_store_paged(k_, kv_k_, hd, n_head_kv, tbl_dev_, first_block_,
+                                          block_size_, PL.k_off, pos0, n, s));
+  SPW_CUDA_CHECK(k::launch_kv_store_paged(v_, kv_v_, hdv, n_head_kv, tbl_dev_, first_block_,
+                                          block_size_, PL.v_off, pos0, n, s));
+  SPW_TRY(attend(il, n, pos0));  // attn [n][n_head][hdv]
   SPW_TRY(mul(L.o, attn_, n, tmp_));
   SPW_CUDA_CHECK(k::launch_add(x_, tmp_, x_, n * n_embd, s));
 
@@ -432,6 +684,137 @@ Status CudaSession::layer(const DevLayer& L, int64_t n, int64_t pos0) {
   SPW_TRY(mul(L.down, gate_, n, tmp_));
   SPW_CUDA_CHECK(k::launch_add(x_, tmp_, x_, n * n_embd, s));
   return Status::Ok();
+}
+
+// Exact split attention of one layer (see the header): partials in part_o_/part_ms_, merged by
+// attn_combine into attn_.
+Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
+  cudaStream_t s = stream_.get();
+  const int64_t hd = c_.head_dim, hdv = c_.head_dim_v, n_head = c_.n_head;
+  const int64_t q_dim = n_head * hd;
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const kernels::PagedLayer PL = paged_layer(il);
+  const bool cpu_cold = !cold_.empty() && n <= kDecodeTokens;
+  const bool staged_cold = !cold_.empty() && n > kDecodeTokens;
+  const int64_t part_o_stride = n * n_head * hdv, part_ms_stride = n * n_head * 2;
+
+  if (cpu_cold) {  // the query goes to the host first, so the CPU starts as early as it can
+    SPW_CUDA_CHECK(cudaMemcpyAsync(q_host_.get(), q_,
+                                   static_cast<size_t>(n * q_dim) * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s));
+    SPW_CUDA_CHECK(cudaEventRecord(q_ready_.get(), s));
+  }
+  const int64_t n_split = k::paged_attention_splits(n, n_window_, n_head, n_sm_);
+  SPW_CUDA_CHECK(k::launch_paged_attention(q_, tbl_dev_ + n_write_, n_window_, PL, n, pos0, n_head,
+                                           c_.n_head_kv, hd, hdv, scale, n_split, part_o_, part_ms_,
+                                           s));
+  int64_t n_parts = n_split;
+
+  if (cpu_cold) {
+    const auto t0 = Clock::now();
+    SPW_CUDA_CHECK(cudaEventSynchronize(q_ready_.get()));
+    // The previous layer's partial must have left cold_host_ before it is overwritten.
+    SPW_CUDA_CHECK(cudaEventSynchronize(cold_copied_.get()));
+    const auto t1 = Clock::now();
+    tel_.query_wait_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
+        std::memory_order_relaxed);
+    cold_attention(il, n);
+    tel_.cold_attn_ns.fetch_add(ns_since(t1), std::memory_order_relaxed);
+    auto* o = static_cast<float*>(cold_host_.get());
+    const float* ms = o + n * n_head * hdv;
+    SPW_CUDA_CHECK(cudaMemcpyAsync(part_o_ + n_parts * part_o_stride, o,
+                                   static_cast<size_t>(part_o_stride) * sizeof(float),
+                                   cudaMemcpyHostToDevice, s));
+    SPW_CUDA_CHECK(cudaMemcpyAsync(part_ms_ + n_parts * part_ms_stride, ms,
+                                   static_cast<size_t>(part_ms_stride) * sizeof(float),
+                                   cudaMemcpyHostToDevice, s));
+    SPW_CUDA_CHECK(cudaEventRecord(cold_copied_.get(), s));
+    tel_.query_d2h_bytes.fetch_add(n * q_dim * int64_t{sizeof(float)}, std::memory_order_relaxed);
+    tel_.partial_h2d_bytes.fetch_add((part_o_stride + part_ms_stride) * int64_t{sizeof(float)},
+                                     std::memory_order_relaxed);
+    ++n_parts;
+  }
+
+  if (staged_cold) {  // prefill: cold blocks to the GPU in batches, merged into part 0
+    const auto n_cold = static_cast<int64_t>(cold_.size());
+    for (int64_t c0 = 0; c0 < n_cold; c0 += stage_blocks_) {
+      const int64_t nb = std::min(stage_blocks_, n_cold - c0);
+      for (int64_t i = 0; i < nb; ++i) {  // a block's layer part: K then V, contiguous
+        const kv::BlockView& v = views_[static_cast<size_t>(cold_[static_cast<size_t>(c0 + i)])];
+        SPW_CUDA_CHECK(cudaMemcpyAsync(stage_ + i * layer_bytes_, v.k + il * layer_bytes_,
+                                       static_cast<size_t>(layer_bytes_), cudaMemcpyHostToDevice,
+                                       s));
+      }
+      tel_.prefill_stage_h2d_bytes.fetch_add(nb * layer_bytes_, std::memory_order_relaxed);
+      kernels::PagedLayer SL = PL;  // staged: this layer's part at the start of a stage slot
+      SL.k_off = 0;
+      SL.v_off = layer_k_bytes_;
+      SPW_CUDA_CHECK(k::launch_paged_attention(
+          q_, stage_tbl_dev_ + c0, nb, SL, n, pos0, n_head, c_.n_head_kv, hd, hdv, scale, 1,
+          part_o_ + part_o_stride, part_ms_ + part_ms_stride, s));
+      SPW_CUDA_CHECK(
+          k::launch_attn_combine(part_o_, part_ms_, 2, n, n_head, hdv, part_o_, part_ms_, s));
+    }
+  }
+  SPW_CUDA_CHECK(
+      k::launch_attn_combine(part_o_, part_ms_, n_parts, n, n_head, hdv, attn_, nullptr, s));
+  return Status::Ok();
+}
+
+// Partials of the n queries in q_host_ over the cold blocks (all before every query: no mask),
+// one job per (token, KV head, chunk of blocks) on the pool, merged per query head in chunk
+// order (deterministic), written unnormalised: o [n][n_head][hdv], then m, s [n][n_head][2].
+void CudaSession::cold_attention(int64_t il, int64_t n) {
+  const int64_t hd = c_.head_dim, hdv = c_.head_dim_v, n_kv = c_.n_head_kv;
+  const int64_t n_rep = c_.n_head / n_kv, bs = block_size_;
+  const auto n_cold = static_cast<int64_t>(cold_.size());
+  const int64_t chunk = std::max<int64_t>(1, kv::ceil_div(n_cold, 16));  // blocks per job
+  const int64_t n_chunks = kv::ceil_div(n_cold, chunk);
+  const int64_t n_jobs = n * n_kv * n_chunks;
+  cold_parts_.resize(static_cast<size_t>(n_jobs * n_rep));
+  const cpu::AttnShape shape{n_rep, hd, hdv,
+                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  const auto* q_all = static_cast<const float*>(q_host_.get());
+  pool_->parallel_for(n_jobs, [&](int64_t jb, int64_t je) {
+    thread_local std::vector<cpu::AttnPartial> tmp;
+    tmp.resize(static_cast<size_t>(n_rep));
+    for (int64_t j = jb; j < je; ++j) {
+      const int64_t ch = j % n_chunks, g = (j / n_chunks) % n_kv, t = j / (n_chunks * n_kv);
+      const float* q = q_all + t * c_.n_head * hd + g * n_rep * hd;
+      cpu::AttnPartial* out = &cold_parts_[static_cast<size_t>(j * n_rep)];
+      bool first = true;
+      for (int64_t c = ch * chunk; c < std::min(n_cold, (ch + 1) * chunk); ++c) {
+        const kv::BlockView& v = views_[static_cast<size_t>(cold_[static_cast<size_t>(c)])];
+        const uint8_t* kb = v.k + il * layer_bytes_;
+        const uint8_t* vb = kb + layer_k_bytes_;
+        const cpu::KvSpan ks{kb + g * bs * row_k_, kv_k_, hd};
+        const cpu::KvSpan vs{vb + g * bs * row_v_, kv_v_, hdv};
+        cpu::attn_partial(shape, q, ks, vs, v.n_tokens, first ? out : tmp.data());
+        if (!first) {
+          for (int64_t r = 0; r < n_rep; ++r) cpu::attn_merge(out[r], tmp[static_cast<size_t>(r)]);
+        }
+        first = false;
+      }
+    }
+  });
+  auto* o = static_cast<float*>(cold_host_.get());
+  float* ms = o + n * c_.n_head * hdv;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t g = 0; g < n_kv; ++g) {
+      for (int64_t r = 0; r < n_rep; ++r) {
+        const int64_t base_job = (t * n_kv + g) * n_chunks;
+        cpu::AttnPartial& acc = cold_parts_[static_cast<size_t>(base_job * n_rep + r)];
+        for (int64_t ch = 1; ch < n_chunks; ++ch)
+          cpu::attn_merge(acc, cold_parts_[static_cast<size_t>((base_job + ch) * n_rep + r)]);
+        const int64_t h = g * n_rep + r;
+        std::memcpy(o + (t * c_.n_head + h) * hdv, acc.o.data(),
+                    static_cast<size_t>(hdv) * sizeof(float));
+        ms[2 * (t * c_.n_head + h)] = acc.m;
+        ms[2 * (t * c_.n_head + h) + 1] = acc.s;
+      }
+    }
+  }
 }
 
 Status CudaSession::mul(const DevMatrix& w, const float* X, int64_t n, float* Y) {

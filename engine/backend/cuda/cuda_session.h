@@ -1,38 +1,64 @@
 // The CUDA session: the forward pass of CpuSession (engine/backend/cpu/cpu_session.h; formulas
-// in engine/model/reference_session.h) on one GPU.
+// in engine/model/reference_session.h) on one GPU, on the tiered KV cache (engine/kv/kv_cache.h,
+// ../shared/DESIGN.md §4) with its window on the GPU.
 //
 // Memory (one DeviceArena, planned and checked against the device's free memory before the
 // first byte is uploaded):
 //   weights  every 2-D tensor byte for byte as in the GGUF file (quantized blocks stay
 //            quantized; the kernels decode them); norms, biases and QK-norm weights as f32;
-//   KV       per layer K [n_ctx][n_head_kv * head_dim] and V [n_ctx][n_head_kv * head_dim_v],
-//            contiguous, f16 (default) or f32, allocated for the whole context at create();
-//   scratch  activations of one ubatch (n_ubatch tokens), the f16 copies the prefill GEMMs
-//            read, a bounded f16 weight tile, the cuBLAS workspace and the logits.
+//   window   the KV cache's window: window_pool_slots() block slots (kv/limits.h) of
+//            block_bytes each, in the cache's block layout (kernels/paged_math.h), handed to the
+//            cache as its DeviceWindow (gpu_window.h). With the default paging settings the
+//            window is sized to hold the whole context when it fits the free memory, and as
+//            much of it as fits otherwise (the rest spills to host RAM);
+//   scratch  activations of one ubatch, the f16 copies the prefill GEMMs read, a bounded f16
+//            weight tile, the cuBLAS workspace, the logits, the block tables, the attention
+//            partials and the prefill staging buffer for cold blocks.
+// Cold blocks (Host, Disk) stay in host memory; blocks leave the window on the cache's copy
+// thread through GpuWindow::copy_out (device -> pinned host on a copy stream, ordered by an
+// event after the kernels that wrote them).
 //
-// Compute: one CUDA stream, a cuBLAS handle bound to it; every kernel, copy and GEMM of an eval
-// is queued on that stream in order and eval() waits for it once at the end (between ubatches
-// it only waits for the small upload of the previous RoPE table it refills). Decode (and any
-// ubatch of fewer than gemm_min_tokens tokens) multiplies with the quantized matvec kernels in
-// f32; longer ubatches (prefill) go through cuBLAS GEMMs on f16 copies of the activations and of
-// the weights, decoded one bounded tile of rows at a time, accumulated in f32.
+// Attention, per layer (exact split attention):
+//   decode (a ubatch of fewer than 8 tokens): the query is copied to pinned host memory as soon
+//     as it exists; the GPU attends the window blocks (flash-decoding over the block table,
+//     split across CTAs) while the session's CPU threads attend the cold blocks where they lie
+//     (cpu::attn_partial), and the CPU's partial (o, m, s per head) goes back to the GPU, where
+//     attn_combine merges it with the GPU's splits by the log-sum-exp rule. Only queries and
+//     partials cross PCIe during decode, never cold KV (telemetry: decode_cold_to_device_bytes
+//     stays 0).
+//   prefill (8 tokens or more, compute-bound): the GPU attends the window blocks, then the cold
+//     blocks staged to the device in batches of at least 4096 tokens, merging the partials.
+// Which blocks are on the GPU or cold for a step depends on when spills land, so the split can
+// differ between two runs; the result is the same softmax up to float rounding.
 //
-// Not (yet) supported, refused at create() so `--device auto` falls back to the CPU: q8_0 KV,
-// different K and V cache types, head_dim or head_dim_v above 256.
+// Compute: one CUDA stream, a cuBLAS handle bound to it; decode (and any ubatch of fewer than
+// gemm_min_tokens tokens) multiplies with the quantized matvec kernels in f32; longer ubatches
+// go through cuBLAS GEMMs on f16 copies, accumulated in f32.
+//
+// Not supported, refused at create() so `--device auto` falls back to the CPU: K and V cache
+// types that differ, head_dim or head_dim_v above 256, the approximate attention modes
+// (streaming, topk), more than 2^31 - 1 context positions.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "engine/backend/cpu/attention.h"
+#include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/cuda/arena.h"
 #include "engine/backend/cuda/cublas_library.h"
 #include "engine/backend/cuda/device.h"
+#include "engine/backend/cuda/gpu_window.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/session/device.h"
 #include "engine/session/session.h"
+#include "kernels/paged_math.h"
 
 namespace spw::cuda {
 
@@ -45,13 +71,54 @@ struct CudaSessionParams {
   /// Upper bound of the f16 weight tile a prefill GEMM decodes at once (bytes): a 128256 x
   /// 4096 matrix is multiplied in tiles of 8192 rows with the default 64 MiB.
   int64_t max_weight_tile_bytes = int64_t{64} << 20;
+  /// The tiered KV cache: block size, window, sinks, host and disk budgets, spill folder.
+  /// Exact attention only. All defaults (is_default()): the window is sized to the whole
+  /// context, or to what fits the device's free memory.
+  KvPaging paging;
+  /// Prefill stages cold blocks to the GPU in batches of at least this many tokens.
+  int64_t stage_tokens = 4096;
+};
+
+/// Counters of one session (relaxed atomics, readable from any thread without locks).
+struct CudaSessionTelemetry {
+  std::atomic<int64_t> prefill_tokens_computed{0};
+  std::atomic<int64_t> prefill_ns{0};
+  std::atomic<int64_t> decode_tokens{0};
+  std::atomic<int64_t> decode_ns{0};
+  std::atomic<int64_t> cold_attn_ns{0};             // CPU threads attending cold blocks (wall time)
+  std::atomic<int64_t> query_wait_ns{0};            // the host waiting for a layer's query
+  std::atomic<int64_t> query_d2h_bytes{0};          // queries copied to the host (split attention)
+  std::atomic<int64_t> partial_h2d_bytes{0};        // the CPU's partials copied back
+  std::atomic<int64_t> prefill_stage_h2d_bytes{0};  // cold KV staged to the GPU in prefill
+  std::atomic<int64_t> decode_cold_to_device_bytes{0};  // cold KV moved to the GPU in decode: 0
+};
+
+/// A plain copy of the telemetry plus the cache's counters and the arena's bytes.
+struct CudaSessionStats {
+  int64_t n_past = 0;
+  int64_t prefill_tokens_computed = 0, decode_tokens = 0;
+  double prefill_s = 0, decode_s = 0, cold_attn_s = 0, query_wait_s = 0;
+  int64_t query_d2h_bytes = 0, partial_h2d_bytes = 0, prefill_stage_h2d_bytes = 0;
+  int64_t decode_cold_to_device_bytes = 0;
+  int64_t window_d2h_bytes = 0;  // blocks copied off the GPU (spills, snapshot reads)
+  int64_t vram_weights = 0, vram_window = 0, vram_scratch = 0;
+  kv::KvStats kv;
 };
 
 /// Bytes a session will take on the GPU, by purpose (what create() checks and allocates).
 struct CudaMemoryPlan {
-  int64_t weights = 0, kv = 0, scratch = 0;
+  int64_t weights = 0, kv = 0, scratch = 0;  // kv: the window's block slots
   int64_t total() const { return weights + kv + scratch; }
+  int64_t window_tokens = 0;  // the window as planned (sinks excluded)
+  int64_t window_slots = 0;   // block slots of the device window pool
 };
+
+/// Bytes of the paged KV layout (kernels/paged_math.h) for a model, KV types and block size:
+/// one head's row of K and V, one layer's K part, one layer, one block (all layers).
+struct KvGeometry {
+  int64_t row_k = 0, row_v = 0, layer_k_bytes = 0, layer_bytes = 0, block_bytes = 0;
+};
+KvGeometry kv_geometry(const ModelConfig& c, const SessionParams& params, int64_t block_size);
 
 /// RAII deleters of the session's stream, event and cuBLAS handle.
 struct StreamDeleter {
@@ -70,17 +137,23 @@ class CudaSession final : public Session {
   /// Device memory left free for the CUDA runtime, cuBLAS's own buffers and kernel modules
   /// loaded lazily: the fit check asks for plan + this much.
   static constexpr int64_t kReserveBytes = int64_t{256} << 20;
+  /// Ubatches of at most this many tokens attend split GPU || CPU (decode); longer ones stage
+  /// cold blocks to the GPU (prefill). Below the paged kernels' tile threshold (8 queries).
+  static constexpr int64_t kDecodeTokens = 7;
 
   /// Plans, checks, allocates and uploads. Errors, before any device work: n_ctx < 0,
-  /// n_threads < 0, n_ubatch < 1, "q8_0 KV cache is not yet supported on CUDA", K and V cache
-  /// types that differ, head_dim above 256; then the device's: not usable (names the reason),
+  /// n_threads < 0, n_ubatch < 1, K and V cache types that differ, head_dim above 256, an
+  /// approximate attention mode, the KV cache's own (q8_0 with head_dim % 32 != 0, bad paging
+  /// settings, spill folder); then the device's: not usable (names the reason),
   /// "cuBLAS could not be loaded: ...", "model needs X GiB on the GPU, Y GiB free (...)", any
   /// CUDA/cuBLAS failure (file:line and the call). `model` must outlive the session.
   static Expected<std::unique_ptr<CudaSession>> create(const Model& model,
                                                        const SessionParams& params,
                                                        const CudaSessionParams& cuda = {});
 
-  /// The memory create() would ask for, without touching a device. Same parameter errors.
+  /// The memory create() would ask for, without touching a device, for a window of
+  /// cuda.paging's settings (the whole context when they are the defaults). Same parameter
+  /// errors.
   static Expected<CudaMemoryPlan> plan(const Model& model, const SessionParams& params,
                                        const CudaSessionParams& cuda = {});
 
@@ -94,15 +167,23 @@ class CudaSession final : public Session {
   Status eval(std::span<const int32_t> tokens, bool want_logits) override;
   std::span<const float> logits() const override { return logits_; }
   int64_t n_past() const override { return n_past_; }
-  int64_t n_ctx() const override { return n_ctx_; }
+  /// Tokens the cache holds at most: min(context, window + host + disk budgets).
+  int64_t n_ctx() const override { return cache_->max_tokens(); }
   int64_t n_vocab() const override { return c_.n_vocab; }
+
+  /// Counters, the cache's tiers and the VRAM by purpose. Any thread.
+  CudaSessionStats stats() const;
+  /// The tiered cache (tests, telemetry).
+  const kv::KvCache& cache() const { return *cache_; }
 
   /// The device the session runs on (free_bytes as measured at create()).
   const DeviceInfo& device() const { return dev_; }
   /// The session's GPU memory, with bytes per purpose (weights / kv / scratch).
   const DeviceArena& arena() const { return *arena_; }
-  /// Bytes of the KV cache on the device (allocated for the whole context).
+  /// Bytes of the KV window on the device (its block slots).
   int64_t kv_bytes() const { return arena_->used(ArenaPurpose::Kv); }
+  /// The memory plan the session was created with.
+  const CudaMemoryPlan& memory_plan() const { return plan_; }
 
  private:
   // A weight matrix on the device: n_out rows of n_in elements, row r at data + r * row_bytes.
@@ -120,19 +201,31 @@ class CudaSession final : public Session {
     const float* bv = nullptr;         // qwen2: [n_head_kv * head_dim_v]
     const float* q_norm = nullptr;     // qwen3: [head_dim], else nullptr
     const float* k_norm = nullptr;     // qwen3: [head_dim]
-    void* k_cache = nullptr;           // [n_ctx][n_head_kv * head_dim] in kv_k_
-    void* v_cache = nullptr;           // [n_ctx][n_head_kv * head_dim_v] in kv_v_
   };
+  // Pinned host memory (cudaHostAlloc), freed with cudaFreeHost.
+  struct PinnedDeleter {
+    void operator()(void* p) const;
+  };
+  using PinnedPtr = std::unique_ptr<void, PinnedDeleter>;
   using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
   using CublasPtr = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
   using EventPtr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
 
   CudaSession(const Model& model, const SessionParams& params, const CudaSessionParams& cuda);
+  static Expected<CudaMemoryPlan> plan_window(const Model& model, const SessionParams& params,
+                                              const CudaSessionParams& cuda, int64_t window_tokens);
   Status init();
   Status upload_weights();
   Status carve_scratch();
+  Status make_cache();
+  Status check_room(int64_t n) const;
   Status ubatch(std::span<const int32_t> tokens, int64_t pos0, bool want_logits);
-  Status layer(const DevLayer& L, int64_t n, int64_t pos0);
+  Status upload_tables(int64_t n, int64_t pos0);
+  Status layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0);
+  Status attend(int64_t il, int64_t n, int64_t pos0);
+  // The CPU's partial over the cold blocks for the n queries in q_host_, into cold_o_/cold_ms_.
+  void cold_attention(int64_t il, int64_t n);
+  kernels::PagedLayer paged_layer(int64_t il) const;
   // Y [n][w.n_out] = X [n][w.n_in] W^T, f32 in and out.
   Status mul(const DevMatrix& w, const float* X, int64_t n, float* Y);
   Status gemm_f16(const DevMatrix& w, const float* X, int64_t n, float* Y);
@@ -142,19 +235,31 @@ class CudaSession final : public Session {
   SessionParams p_;
   CudaSessionParams cp_;
   DeviceInfo dev_;
-  int64_t n_ctx_ = 0;
+  int64_t n_ctx_ = 0;  // the context length asked for (the cache may hold fewer: n_ctx())
   int64_t n_past_ = 0;
   int64_t n_ub_ = 0;  // tokens the scratch holds: min(n_ubatch, n_ctx)
-  GgmlType kv_k_ = GgmlType::F16, kv_v_ = GgmlType::F16;  // F16 or F32
+  GgmlType kv_k_ = GgmlType::F16, kv_v_ = GgmlType::F16;  // F32, F16 or Q8_0
   CudaMemoryPlan plan_;
+  int n_sm_ = 1;  // multiprocessors (the decode kernel's split count)
+  // Paged layout (kernels/paged_math.h): bytes of a row, of a layer's K part and of a layer.
+  int64_t row_k_ = 0, row_v_ = 0, layer_k_bytes_ = 0, layer_bytes_ = 0, block_size_ = 0;
+  int64_t stage_blocks_ = 0;  // cold blocks per prefill staging batch
 
   // Declaration order is destruction order reversed: the cuBLAS handle goes first, then the
   // stream, the library handle, and the arena (whose memory the others may reference).
   std::unique_ptr<DeviceArena> arena_;
   std::unique_ptr<CublasLibrary> blas_;  // cuBLAS entry points (dlopen'd)
   StreamPtr stream_;
-  EventPtr cs_copied_;  // recorded after each upload of cs_host_: it may be refilled after it
+  EventPtr cs_copied_;    // recorded after each upload of cs_host_: it may be refilled after it
+  EventPtr tbl_copied_;   // the same for the block tables
+  EventPtr q_ready_;      // a layer's query is in q_host_
+  EventPtr cold_copied_;  // the CPU's partial has been copied to the device
   CublasPtr cublas_;
+  // The window (its memory is the arena's), then the cache whose copy thread uses it: the
+  // cache goes first.
+  std::shared_ptr<GpuWindow> window_;
+  std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<cpu::ThreadPool> pool_;  // CPU threads for the cold blocks
 
   DevMatrix tok_embd_, output_;         // output_ is tok_embd_ when the embeddings are tied
   const float* output_norm_ = nullptr;  // [n_embd]
@@ -178,8 +283,23 @@ class CudaSession final : public Session {
   int64_t w_tile_elems_ = 0;
   void* cublas_ws_ = nullptr;
   int64_t cublas_ws_bytes_ = 0;
+  uint8_t* window_mem_ = nullptr;                 // [window_slots][block_bytes]
+  kernels::PagedBlock* tbl_dev_ = nullptr;        // [ubatch blocks + window slots]
+  kernels::PagedBlock* stage_tbl_dev_ = nullptr;  // [cold blocks of the context]
+  uint8_t* stage_ = nullptr;                      // [stage_blocks_][layer_bytes_]
+  float* part_o_ = nullptr;                       // [n_parts][n][n_head][head_dim_v]
+  float* part_ms_ = nullptr;                      // [n_parts][n][n_head][2]
+  int64_t tbl_cap_ = 0, stage_tbl_cap_ = 0;
 
   // Host side.
+  PinnedPtr q_host_;                  // [kDecodeTokens][n_head * head_dim] a layer's queries
+  PinnedPtr cold_host_;               // [kDecodeTokens][n_head][head_dim_v] o, then [..][2] m, s
+  PinnedPtr tbl_host_;                // mirrors of tbl_dev_ and stage_tbl_dev_
+  std::vector<kv::BlockView> views_;  // layer 0's blocks of the current ubatch
+  std::vector<int64_t> cold_;         // indices into views_ of the cold blocks
+  int64_t n_write_ = 0, n_window_ = 0, first_block_ = 0;  // the tables of the ubatch
+  std::vector<cpu::AttnPartial> cold_parts_;              // [job][n_rep]
+  CudaSessionTelemetry tel_;
   std::vector<double> inv_freq_;    // [n_rot / 2]
   std::vector<float> cs_host_;      // [n_ub][n_rot]
   std::vector<float> logits_;       // [n_vocab], the last eval's
