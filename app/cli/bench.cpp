@@ -238,7 +238,12 @@ void add_kv_options(CLI::App& sub, KvArgs& a) {
                  "Disk for KV blocks past the host budget, e.g. 100G (0: no disk tier)")
       ->capture_default_str();
   sub.add_option("--spill-dir", a.spill_dir,
-                 "Folder of the disk tier's spill file (default: the cache folder)");
+                 "Folder of the disk tier's spill file (default: the cache folder)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() ? std::string("an empty folder name") : std::string();
+          },
+          "DIR"));
   sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step")->capture_default_str();
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")

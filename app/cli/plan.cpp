@@ -1,8 +1,12 @@
 #include "app/cli/plan.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -141,6 +145,17 @@ int run_plan(const PlanArgs& a) {
   if (!planned) return fail(planned.error());
   const kv::Plan& p = *planned;
   const char* window_where = p.gpu ? "gpu" : "ram";
+  // Without a RAM budget every cold block is planned into RAM; say so when that is more than
+  // this machine has (the plan "fits" the budgets, not the hardware).
+  std::vector<std::string> warnings;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  if (in.ram < 0 && phys > 0 && p.ram_kv_bytes > phys) {
+    warnings.push_back(fmt::format(
+        "KV in RAM {} is more than this machine's {} of memory: give --ram (and --disk), a "
+        "shorter -c or q8_0 KV",
+        format_size(p.ram_kv_bytes), format_size(phys)));
+  }
 
   if (a.json) {
     nlohmann::json j;
@@ -176,6 +191,7 @@ int run_plan(const PlanArgs& a) {
     j["max_tokens"] = p.max_tokens;
     j["fits"] = p.fits;
     j["problems"] = p.problems;
+    j["warnings"] = warnings;
     j["suggestions"] = nlohmann::json::array();
     for (const kv::Suggestion& s : p.suggestions) {
       j["suggestions"].push_back({{"kind", s.kind}, {"flag", s.flag}, {"why", s.why}});
@@ -211,6 +227,7 @@ int run_plan(const PlanArgs& a) {
   fmt::print("disk  (disk) {}\n", tier_line(p.disk));
   if (p.gpu) fmt::print("VRAM        weights + window = {}\n", format_size(p.vram_bytes));
   fmt::print("RAM for KV  {}\n", format_size(p.ram_kv_bytes));
+  for (const std::string& w : warnings) fmt::print("warning     {}\n", w);
   if (p.fits) {
     fmt::print("\nfits        yes: all {} tokens\n", in.n_ctx);
   } else {

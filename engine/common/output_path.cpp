@@ -22,6 +22,7 @@ Expected<std::string> resolve_output_path(const std::string& path) {
   }
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) {
+    if (fs::exists(dir, ec)) return make_error("{}: {} is not a folder", path, dir.string());
     return make_error("{}: folder {} does not exist", path, dir.string());
   }
   return target.string();

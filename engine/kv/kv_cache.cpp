@@ -75,10 +75,14 @@ struct KvCache::Impl {
   int64_t host_budget_blocks = -1, disk_budget_blocks = 0;  // what the budgets hold (-1: no limit)
   int64_t max_tokens = 0;
 
-  // Bookkeeping: the block table (sized for max_tokens, so it never reallocates under readers)
-  // and the free cold slots. Written by the writer thread only.
+  // Bookkeeping: the block table and the free cold slots, written by the writer thread only.
+  // The table grows in reserve() (readers run only between the writer's calls and keep no
+  // reference into it), so a context of 2^31 tokens costs nothing until it is used. Cold slots
+  // are handed out lowest first: the never-used ones by a counter, then any given back.
   std::vector<BlockEntry> table;
-  std::vector<int64_t> free_host, free_disk;  // stacks, lowest slot on top
+  int64_t max_blocks = 0;                       // ceil(max_tokens / block_size)
+  int64_t next_host = 0, next_disk = 0;         // slots [next, n_slots) never used
+  std::vector<int64_t> freed_host, freed_disk;  // slots given back (a failed spill)
   int64_t n_tokens = 0, reserved = 0;
   int64_t n_window = 0, n_host = 0, n_disk = 0;  // blocks read from each tier
   int64_t retire_cursor = 0;  // blocks in [n_sink_blocks, retire_cursor) have left the window
@@ -163,7 +167,7 @@ struct KvCache::Impl {
         --n_window;
         ++(e.cold_tier == Tier::Host ? n_host : n_disk);
       } else {
-        (e.cold_tier == Tier::Host ? free_host : free_disk).push_back(e.cold_slot);
+        (e.cold_tier == Tier::Host ? freed_host : freed_disk).push_back(e.cold_slot);
         e.cold_slot = -1;
         e.state = State::Failed;
         if (!spill_error) spill_error = d.status.error();
@@ -176,14 +180,20 @@ struct KvCache::Impl {
   void queue_spill(int64_t b) {
     BlockEntry& e = table[static_cast<size_t>(b)];
     assert(e.state == State::Window);
-    if (!free_host.empty()) {
+    const auto take = [](std::vector<int64_t>& freed, int64_t& next, int64_t n) -> int64_t {
+      if (!freed.empty()) {
+        const int64_t slot = freed.back();
+        freed.pop_back();
+        return slot;
+      }
+      return next < n ? next++ : -1;
+    };
+    if (const int64_t h = take(freed_host, next_host, host->n_slots()); h >= 0) {
       e.cold_tier = Tier::Host;
-      e.cold_slot = free_host.back();
-      free_host.pop_back();
-    } else if (!free_disk.empty()) {
+      e.cold_slot = h;
+    } else if (const int64_t d = take(freed_disk, next_disk, disk ? disk->n_slots() : 0); d >= 0) {
       e.cold_tier = Tier::Disk;
-      e.cold_slot = free_disk.back();
-      free_disk.pop_back();
+      e.cold_slot = d;
     } else {
       // max_tokens() leaves a cold slot for every block out of the window; unreachable.
       assert(false && "no cold slot for a block leaving the window");
@@ -212,8 +222,7 @@ struct KvCache::Impl {
   // window's size plus spares; else the slot of a spill in flight, once it lands; else (a
   // ubatch spanning more blocks than the window) a new one.
   int32_t take_window_slot() {
-    const int64_t n_table = static_cast<int64_t>(table.size());
-    const int64_t base = std::min(window_blocks(), n_table) + kSpareWindowSlots;
+    const int64_t base = std::min(window_blocks(), max_blocks) + kSpareWindowSlots;
     for (;;) {
       if (window.n_free() > 0) return window.take();
       if (window.size() < base && window.can_grow()) return window.grow();
@@ -247,14 +256,11 @@ struct KvCache::Impl {
     queue->wait_all();
     std::vector<SpillDone> discard;
     queue->take_landed(discard);
-    std::fill(table.begin(), table.end(), BlockEntry{});
+    table.clear();
     window.release_all();
-    const auto refill = [](std::vector<int64_t>& v, int64_t n) {
-      v.clear();
-      for (int64_t i = n - 1; i >= 0; --i) v.push_back(i);
-    };
-    refill(free_host, host->n_slots());
-    refill(free_disk, disk ? disk->n_slots() : 0);
+    next_host = next_disk = 0;
+    freed_host.clear();
+    freed_disk.clear();
     n_tokens = reserved = 0;
     n_window = n_host = n_disk = 0;
     retire_cursor = n_sink_blocks;
@@ -356,7 +362,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
       m.host_budget_blocks < 0 ? cold_needed : std::min(m.host_budget_blocks, cold_needed);
   const int64_t disk_slots = std::min(m.disk_budget_blocks, cold_needed - host_slots);
   m.max_tokens = std::min(c.n_ctx, (m.window_blocks() + host_slots + disk_slots) * c.block_size);
-  m.table.resize(static_cast<size_t>(ceil_div(m.max_tokens, c.block_size)));
+  m.max_blocks = ceil_div(m.max_tokens, c.block_size);
 
   auto host = HostArena::create(host_slots, m.block_bytes);
   if (!host) return host.error();
@@ -399,6 +405,8 @@ Status KvCache::reserve(int64_t n) {
   // Blocks before `first` are full and committed: those that are now out of the window spill
   // (before taking slots, so their copies are under way while we allocate).
   m.retire(n_blocks, first);
+  if (static_cast<int64_t>(m.table.size()) < n_blocks)
+    m.table.resize(static_cast<size_t>(n_blocks));
   for (int64_t b = first; b < n_blocks; ++b) {
     BlockEntry& e = m.table[static_cast<size_t>(b)];
     if (e.state != State::Unused) continue;  // the partial block being filled

@@ -114,7 +114,7 @@ class KvCache {
   /// spill_dir writable and the disk budget preallocatable when disk_budget > 0) and allocates
   /// the window. Errors: "q8_0 KV cache needs head_dim % 32 == 0 (this model has head_dim 8)",
   /// "cannot create the spill file in DIR: REASON", "not enough disk space in DIR for
-  /// --disk-budget 1.0 GiB: ...".
+  /// the 768.0 MiB spill file (--disk-budget 1.0 GiB): ...".
   static Expected<std::unique_ptr<KvCache>> create(const KvCacheConfig& config);
   ~KvCache();  // stops the copy thread (after the queued spills), removes the spill file
   KvCache(const KvCache&) = delete;

@@ -107,8 +107,10 @@ Expected<std::unique_ptr<SpillFile>> SpillFile::create(const std::string& dir, i
     // posix_fallocate returns the error number (it does not set errno).
     const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
     if (err == ENOSPC || err == EDQUOT) {
-      return fail(make_error("not enough disk space in {} for --disk-budget {}: {}", dir,
-                             format_size(budget), errno_text(err)));
+      // The file holds what the context can use, which may be less than the budget.
+      return fail(
+          make_error("not enough disk space in {} for the {} spill file (--disk-budget {}): {}",
+                     dir, format_size(size), format_size(budget), errno_text(err)));
     }
     if (err != 0)
       return fail(make_error("cannot create the spill file in {}: {}", dir, errno_text(err)));

@@ -22,7 +22,8 @@ class SpillFile {
   /// bytes, preallocated with posix_fallocate so that a full disk shows here and not in the
   /// middle of a decode, and maps it read-only. n_slots may be 0 (the folder is still checked).
   /// budget is the --disk-budget the user gave, for messages. Errors: "cannot create the spill
-  /// file in DIR: REASON", "not enough disk space in DIR for --disk-budget 1.0 GiB: REASON".
+  /// file in DIR: REASON", "not enough disk space in DIR for the 768.0 MiB spill file
+  /// (--disk-budget 1.0 GiB): REASON".
   static Expected<std::unique_ptr<SpillFile>> create(const std::string& dir, int64_t n_slots,
                                                      int64_t slot_bytes, int64_t budget);
   /// Unmaps, closes and removes the file.

@@ -147,5 +147,24 @@ TEST(CliPlan, BadFlagsAreRefused) {
   }
 }
 
+// Without --ram the whole cold part is planned into RAM: a context whose KV is more than this
+// machine's memory (640 B x 2^31 tokens = 1.25 TiB) gets a warning naming both sizes, in the
+// JSON and in the text.
+TEST(CliPlan, MoreKvThanPhysicalMemoryIsWarned) {
+  const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  ASSERT_EQ(j["warnings"].size(), 1u) << j.dump();
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("more than this machine's"),
+            std::string::npos);
+  const CliResult t = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648"});
+  EXPECT_NE(t.out.find("warning     KV in RAM 1.2 TiB"), std::string::npos) << t.out;
+  // With a RAM budget the plan keeps to it: no warning.
+  const CliResult b =
+      run({"plan", "-m", stories_shaped().string(), "-c", "4096", "--ram", "1M", "--json"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_TRUE(parse_one_object(b.out)["warnings"].empty());
+}
+
 }  // namespace
 }  // namespace spw

@@ -777,6 +777,35 @@ TEST(KvCache, ReadBlockRestoreRoundTrip) {
       b.restore(b.max_tokens() + 1, [](int64_t, std::span<uint8_t>) { return Status::Ok(); }).ok());
 }
 
+// A context of 2^31 tokens in blocks of one token and no host limit is allowed; the bookkeeping
+// must grow with use, not be sized for it up front (that was 3 GB before the first token).
+TEST(KvCache, HugeContextCostsNothingUntilUsed) {
+  TempDir dir("spillway-kv");
+  KvCacheConfig c = small_config(dir.path());
+  c.n_ctx = int64_t{1} << 31;
+  c.block_size = 1;
+  c.n_sinks = 0;
+  c.window_tokens = 4;
+  const auto rss_kib = [] {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+    return 0LL;
+  };
+  const long long before = rss_kib();
+  auto made = KvCache::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  KvCache& cache = **made;
+  EXPECT_EQ(cache.max_tokens(), c.n_ctx);
+  ASSERT_TRUE(append(cache, 3, 100).ok());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(append(cache, 3, 1).ok());
+  ASSERT_TRUE(cache.flush().ok());
+  EXPECT_TRUE(rows_match(cache, 3, cache.n_tokens()));
+  EXPECT_EQ(cache.stats().host_blocks, 150 - 4);
+  EXPECT_LT(rss_kib() - before, 64 * 1024) << "KiB of RSS for 150 tokens";
+}
+
 TEST(KvCache, ClearFreesEveryTier) {
   TempDir dir("spillway-kv");
   KvCacheConfig c = small_config(dir.path());

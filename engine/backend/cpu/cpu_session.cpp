@@ -28,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 // size and the shapes only, never of the thread count: results stay bit-identical.
 constexpr int64_t kTargetJobs = 64;
 constexpr int64_t kMinChunkTokens = 256;
+// Exact attention keeps one partial per (token, query head, block) when it splits a decode step
+// by block; above this many it runs one job per (token, KV head) instead (same arithmetic).
+constexpr int64_t kMaxBlockPartials = int64_t{1} << 16;
 
 int64_t ns_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
@@ -362,6 +365,30 @@ void CpuSession::plan_attention(int64_t n) {
   jobs_.clear();
   first_slot_.assign(static_cast<size_t>(n * n_kv + 1), 0);
   int64_t slot = 0;
+  if (pg.attention == KvAttention::Exact) {
+    // Every block of the query's causal range in position order, tier-blind (see AttnJob).
+    // Few (token, KV head) pairs (decode): one job per block, for parallelism, unless the
+    // per-block partials would take too much memory; otherwise one job per pair.
+    const int64_t n_rep = c_.n_head / n_kv;
+    const bool per_block = n * n_kv < 4 * static_cast<int64_t>(pool_.size()) &&
+                           n * n_kv * (qlast.last + 1) * n_rep <= kMaxBlockPartials;
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t last = (base_ + t) / bs;
+      for (int64_t g = 0; g < n_kv; ++g) {
+        first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
+        if (per_block) {
+          for (int64_t b = 0; b <= last; ++b)
+            jobs_.push_back(AttnJob{t, g, false, b, b + 1, slot++});
+        } else {
+          jobs_.push_back(AttnJob{t, g, false, 0, last + 1, slot++});
+        }
+      }
+    }
+    first_slot_.back() = slot;
+    const auto need = static_cast<size_t>(slot * n_rep);
+    if (parts_.size() < need) parts_.resize(need);
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) {
     const QueryBlocks qb = query_blocks(base_ + t, bs, wb.sinks, wb.recent);
     for (int64_t g = 0; g < n_kv; ++g) {
@@ -451,6 +478,7 @@ void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
   const int64_t q_dim = c_.n_head * hd, bs = cp_.paging.block_size;
   const kv::WindowBlocks wb = kv::window_blocks(cp_.paging.n_sinks, cp_.paging.window_tokens, bs);
   const bool top_k = cp_.paging.attention == KvAttention::TopK;
+  const bool exact = cp_.paging.attention == KvAttention::Exact;
   cache_->blocks(il, base_ + n, views_);
   if (top_k && store_kv) update_key_bounds(il, base_, base_ + n);  // the rows just stored
   const AttnShape shape{n_rep, hd, hdv,
@@ -479,6 +507,29 @@ void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
         }
         first = false;
       };
+      if (exact) {
+        // Position order; the time goes to window or cold by the query's window rule.
+        const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
+        const auto is_cold = [&](int64_t b) { return b >= qb.sink_end && b < qb.cold_end; };
+        auto seg0 = t0;
+        for (int64_t b = job.b0; b < job.b1; ++b) {
+          if (b > job.b0 && is_cold(b) != is_cold(b - 1)) {
+            const auto now = Clock::now();
+            (is_cold(b - 1) ? cold_ns : window_ns) +=
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now - seg0).count();
+            seg0 = now;
+          }
+          block(b);
+        }
+        if (first) {
+          for (int64_t r = 0; r < n_rep; ++r) {
+            out[r].m = -INFINITY;
+            out[r].s = 0.0f;
+          }
+        }
+        (job.b1 > job.b0 && is_cold(job.b1 - 1) ? cold_ns : window_ns) += ns_since(seg0);
+        continue;
+      }
       if (!job.cold) {
         const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
         for (int64_t b = 0; b < qb.sink_end; ++b) block(b);

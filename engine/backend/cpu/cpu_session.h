@@ -6,15 +6,20 @@
 //
 // KV lives in the tiered, paged cache (engine/kv/kv_cache.h, ../shared/DESIGN.md §4): blocks of
 // block_size positions, the sink and recent blocks in the window (RAM here), older blocks spilled
-// to the host arena and then the disk file, attended where they lie. Attention is split: for a
-// query at position p, its *window* is the sink blocks and the ceil(window_tokens / block_size)
-// blocks up to p's own; every other block before p is *cold*. One pool job per (token, KV head)
-// attends the window, other jobs attend chunks of the cold blocks, each returning an AttnPartial;
-// the partials merge with the log-sum-exp rule (exact: the same softmax up to float rounding).
-// Which blocks are window or cold for a query is a function of positions only, never of where a
-// block lies now or of the thread count, so results are bit-identical for any thread count and
-// any spill timing. Prefill and decode take the same path: each query of a ubatch attends its
-// causal range block by block (no n x n matrix).
+// to the host arena and then the disk file, attended where they lie. For a query at position p,
+// its *window* is the sink blocks and the ceil(window_tokens / block_size) blocks up to p's own;
+// every other block before p is *cold*.
+//
+// Exact attention computes one partial (o, m, s) per block of p's causal range and merges them
+// left to right in position order with the log-sum-exp rule, whichever tier each block lies in:
+// a decode step runs one pool job per (KV head, block), so window and cold blocks are attended by
+// separate workers at once and merged afterwards; a prefill ubatch runs one job per (token, KV
+// head) that walks the blocks in the same order. The attention arithmetic is therefore identical
+// for any window, budgets, spill timing and thread count: a spilled run is bit for bit the
+// unspilled one (quantized-weight models amplify even a last-bit difference through their
+// per-block activation quantization, so this matters for greedy tokens, not only for logits).
+// Prefill and decode take the same path: each query attends its causal range block by block (no
+// n x n matrix).
 //
 // Approximate modes (KvPaging::attention): Streaming attends the window only; TopK attends the
 // window and, per KV head, the top_k cold blocks whose key bound sum_d max(q_d min_d, q_d max_d)
@@ -159,6 +164,11 @@ class CpuSession final : public Session {
   // Attention plan of one ubatch (the same for every layer). A job attends, for token t and KV
   // head g, either the query's window blocks or cold blocks [b0, b1) (TopK: its chosen blocks
   // among them), into n_rep partials at parts_[slot * n_rep].
+  // One attention job: token t, KV head g, blocks [b0, b1). Exact attention: blocks in
+  // position order (the job's partial is the left-to-right merge of its blocks' partials), and
+  // a pair's jobs cover consecutive ranges merged in slot order, so the arithmetic is the same
+  // left-to-right merge of per-block partials whatever the window, budgets, ubatch or threads.
+  // Streaming / TopK: a window job (sinks + recent) and cold jobs (`cold`).
   struct AttnJob {
     int64_t t = 0, g = 0;
     bool cold = false;
