@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/cli_common.h"
 #include "app/paths.h"
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/chat/chat_template.h"
@@ -32,130 +33,38 @@ namespace spw::cli {
 
 namespace {
 
-int fail(const Error &e) {
+int fail(const Error& e) {
   std::fprintf(stderr, "error: %s\n", e.message.c_str());
   return 1;
 }
 
-// Emits bytes to a stream, holding back an incomplete UTF-8 sequence at the end
-// so a multi-byte character split across byte tokens is never printed half.
-class Utf8Streamer {
-public:
-  explicit Utf8Streamer(FILE *out) : out_(out) {}
-  void write(const std::string &bytes) {
-    pending_ += bytes;
-    size_t cut = complete_prefix(pending_);
-    if (cut > 0) {
-      std::fwrite(pending_.data(), 1, cut, out_);
-      std::fflush(out_);
-      pending_.erase(0, cut);
-    }
-  }
-  void finish() {
-    if (!pending_.empty())
-      std::fwrite(pending_.data(), 1, pending_.size(), out_);
-    pending_.clear();
-    std::fflush(out_);
-  }
-
-private:
-  // Length of the longest prefix that does not end inside a UTF-8 sequence that
-  // could still be completed by more bytes.
-  static size_t complete_prefix(const std::string &s) {
-    const size_t n = s.size();
-    for (size_t back = 1; back <= 3 && back <= n; ++back) {
-      const auto c = static_cast<unsigned char>(s[n - back]);
-      if ((c & 0xC0) == 0x80)
-        continue; // continuation byte: look further back
-      size_t need = 1;
-      if ((c & 0xE0) == 0xC0)
-        need = 2;
-      else if ((c & 0xF0) == 0xE0)
-        need = 3;
-      else if ((c & 0xF8) == 0xF0)
-        need = 4;
-      return need > back ? n - back : n;
-    }
-    return n;
-  }
-  FILE *out_;
-  std::string pending_;
-};
-
-// Reads a whole regular file byte for byte. Refuses FIFOs, devices and folders
-// (a read from /dev/zero would never end).
-Expected<std::string> read_text_file(const std::string &path) {
+// Reads a whole regular file byte for byte. Refuses FIFOs, devices and folders (a read from
+// /dev/zero would never end).
+Expected<std::string> read_text_file(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (ec)
-    return make_error("{}: cannot open: {}", path, ec.message());
-  if (!std::filesystem::is_regular_file(st))
-    return make_error("{}: not a regular file", path);
+  if (ec) return make_error("{}: cannot open: {}", path, ec.message());
+  if (!std::filesystem::is_regular_file(st)) return make_error("{}: not a regular file", path);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return make_error("{}: cannot open: {}", path, std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (in.bad())
-    return make_error("{}: read error: {}", path, std::strerror(errno));
+  if (!in) return make_error("{}: cannot open: {}", path, std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make_error("{}: read error: {}", path, std::strerror(errno));
   return text;
-}
-
-// Loads the tokenizer and prints its load-time warnings (e.g. an unknown
-// pre-tokenizer and the fallback used) to stderr, never to stdout.
-Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const GgufFile &file) {
-  auto tok = Tokenizer::from_gguf(file);
-  if (tok) {
-    for (const std::string &w : (*tok)->warnings())
-      std::fprintf(stderr, "warning: %s\n", w.c_str());
-  }
-  return tok;
-}
-
-// The model with its tokenizer, checked against each other: what `generate`
-// needs and what `info` promises (a file that cannot run is an error there
-// too).
-struct LoadedModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-Expected<LoadedModel> load_model(const std::string &path) {
-  auto model = Model::load(path);
-  if (!model)
-    return model.error();
-  auto tok = load_tokenizer((*model)->file());
-  if (!tok)
-    return tok.error();
-  if ((*tok)->n_vocab() != (*model)->config().n_vocab) {
-    return make_error(
-        "{}: the vocabulary has {} tokens but token_embd.weight has {} rows",
-        path, (*tok)->n_vocab(), (*model)->config().n_vocab);
-  }
-  return LoadedModel{std::move(*model), std::move(*tok)};
 }
 
 bool all_finite(std::span<const float> v) {
   for (const float x : v) {
-    if (!std::isfinite(x))
-      return false;
+    if (!std::isfinite(x)) return false;
   }
   return true;
 }
 
-int hardware_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+// ---- Paged KV cache: statistics ---------------------------------------------------------
 
-// ---- Paged KV cache: statistics
-// ---------------------------------------------------------
-
-// One --stats-json line: integer counters as integers, rates and times as
-// numbers.
-nlohmann::json stats_json(const cpu::CpuSessionStats &st, int64_t step,
-                          const char *phase, const std::string &attention) {
+// One --stats-json line: integer counters as integers, rates and times as numbers.
+nlohmann::json stats_json(const cpu::CpuSessionStats& st, int64_t step, const char* phase,
+                          const std::string& attention) {
   nlohmann::json j;
   j["step"] = step;
   j["phase"] = phase;
@@ -182,112 +91,99 @@ nlohmann::json stats_json(const cpu::CpuSessionStats &st, int64_t step,
   return j;
 }
 
-void print_stats(const cpu::CpuSessionStats &st, const KvPaging &pg,
-                 int64_t n_prompt, int64_t n_generated) {
+void print_stats(const cpu::CpuSessionStats& st, const KvPaging& pg, int64_t n_prompt,
+                 int64_t n_generated) {
   const auto ms = [](double s) { return s * 1e3; };
   std::string text;
+  text += fmt::format("stats: attention {}, block {} tokens, window {} tokens + {} sinks\n",
+                      kv_attention_name(pg, true), pg.block_size, pg.window_tokens, pg.n_sinks);
   text += fmt::format(
-      "stats: attention {}, block {} tokens, window {} tokens + {} sinks\n",
-      kv_attention_name(pg, true), pg.block_size, pg.window_tokens, pg.n_sinks);
-  text += fmt::format("stats: tokens {} prompt ({} computed), {} generated; "
-                      "prefill {:.1f} t/s, decode {:.1f} "
-                      "t/s\n",
-                      n_prompt, st.prefill_tokens_computed, n_generated,
-                      st.prefill_tokens_per_s, st.decode_tokens_per_s);
-  text += fmt::format("stats: window {:>6} blocks {:>12}\n",
-                      st.kv.window_blocks, format_size(st.kv.window_bytes));
+      "stats: tokens {} prompt ({} computed), {} generated; prefill {:.1f} t/s, decode {:.1f} "
+      "t/s\n",
+      n_prompt, st.prefill_tokens_computed, n_generated, st.prefill_tokens_per_s,
+      st.decode_tokens_per_s);
+  text += fmt::format("stats: window {:>6} blocks {:>12}\n", st.kv.window_blocks,
+                      format_size(st.kv.window_bytes));
   text += fmt::format("stats: host   {:>6} blocks {:>12}\n", st.kv.host_blocks,
                       format_size(st.kv.host_bytes));
   text += fmt::format("stats: disk   {:>6} blocks {:>12}\n", st.kv.disk_blocks,
                       format_size(st.kv.disk_bytes));
+  text +=
+      fmt::format("stats: moved window->host {}, window->disk {}, cold->window {}\n",
+                  format_size(st.kv.window_to_host_bytes), format_size(st.kv.window_to_disk_bytes),
+                  format_size(st.kv.cold_to_window_bytes));
   text += fmt::format(
-      "stats: moved window->host {}, window->disk {}, cold->window {}\n",
-      format_size(st.kv.window_to_host_bytes),
-      format_size(st.kv.window_to_disk_bytes),
-      format_size(st.kv.cold_to_window_bytes));
-  text += fmt::format("stats: attention time (thread-seconds) window {:.3f} "
-                      "ms, cold {:.3f} ms, merge {:.3f} ms\n",
-                      ms(st.window_attn_s), ms(st.cold_attn_s), ms(st.merge_s));
+      "stats: attention time (thread-seconds) window {:.3f} ms, cold {:.3f} ms, merge {:.3f} ms\n",
+      ms(st.window_attn_s), ms(st.cold_attn_s), ms(st.merge_s));
   text += fmt::format("stats: RSS {}\n", format_size(st.rss_bytes));
   std::fputs(text.c_str(), stderr);
 }
 
-// Writes one JSON object per line to a file; the first write error is kept for
-// the end.
+// Writes one JSON object per line to a file; the first write error is kept for the end.
 class StatsWriter {
-public:
+ public:
   ~StatsWriter() {
-    if (f_)
-      std::fclose(f_);
+    if (f_) std::fclose(f_);
   }
-  Status open(const std::string &path) {
+  Status open(const std::string& path) {
     f_ = std::fopen(path.c_str(), "w");
-    if (!f_)
-      return make_error("--stats-json {}: cannot open: {}", path,
-                        std::strerror(errno));
+    if (!f_) return make_error("--stats-json {}: cannot open: {}", path, std::strerror(errno));
     path_ = path;
     return Status::Ok();
   }
   bool enabled() const { return f_ != nullptr; }
-  void write(const nlohmann::json &j) {
-    if (!f_)
-      return;
+  void write(const nlohmann::json& j) {
+    if (!f_) return;
     const std::string line =
         j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
-      ok_ = false;
+    if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0) ok_ = false;
   }
   Status close() {
-    if (!f_)
-      return Status::Ok();
+    if (!f_) return Status::Ok();
     const bool closed = std::fclose(f_) == 0;
     f_ = nullptr;
-    if (!ok_ || !closed)
-      return make_error("--stats-json {}: write error", path_);
+    if (!ok_ || !closed) return make_error("--stats-json {}: write error", path_);
     return Status::Ok();
   }
 
-private:
-  std::FILE *f_ = nullptr;
+ private:
+  std::FILE* f_ = nullptr;
   std::string path_;
   bool ok_ = true;
 };
 
-bool starts_with(const std::string &s, std::string_view prefix) {
+bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-} // namespace
+}  // namespace
 
-std::string default_spill_dir(const std::string &data_dir) {
+std::string default_spill_dir(const std::string& data_dir) {
   app::PathOverrides o;
   o.data_dir = data_dir;
   auto paths = app::resolve_paths(o, app::PathEnv::from_process());
   return paths ? paths->cache_dir.string() : std::string();
 }
 
-int run_info(const InfoArgs &a) {
+int run_info(const InfoArgs& a) {
   auto file = GgufFile::open(a.model);
-  if (!file)
-    return fail(file.error());
-  const GgufFile &f = **file;
+  if (!file) return fail(file.error());
+  const GgufFile& f = **file;
   auto config = Model::read_config(f);
-  if (!config)
-    return fail(config.error());
-  const ModelConfig &c = *config;
+  if (!config) return fail(config.error());
+  const ModelConfig& c = *config;
 
   std::map<std::string, int> type_counts;
   uint64_t tensor_bytes = 0;
-  for (const auto &t : f.tensors()) {
+  for (const auto& t : f.tensors()) {
     ++type_counts[type_name(static_cast<uint32_t>(t.type))];
     tensor_bytes += t.n_bytes;
   }
-  // Full validation (shapes, supported types, tokenizer): a file that will not
-  // run is an error here too.
+  // Full validation (shapes, supported types, tokenizer): a file that will not run is an error
+  // here too.
   auto loaded = load_model(a.model);
-  if (!loaded)
-    return fail(loaded.error());
-  const char *rope = c.rope_type == RopeType::Normal ? "normal" : "neox";
+  if (!loaded) return fail(loaded.error());
+  const char* rope = c.rope_type == RopeType::Normal ? "normal" : "neox";
 
   if (a.json) {
     nlohmann::json j;
@@ -317,176 +213,145 @@ int run_info(const InfoArgs &a) {
     j["n_tensors"] = f.tensors().size();
     j["tensor_bytes"] = tensor_bytes;
     j["tensor_types"] = type_counts;
-    j["kv_bytes_per_token"] = {{"f16", c.kv_bytes_per_token(2)},
-                               {"f32", c.kv_bytes_per_token(4)}};
-    std::printf("%s\n",
-                j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                    .c_str());
+    j["kv_bytes_per_token"] = {{"f16", c.kv_bytes_per_token(2)}, {"f32", c.kv_bytes_per_token(4)}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::string types;
-  for (const auto &[name, n] : type_counts)
+  for (const auto& [name, n] : type_counts)
     types += fmt::format("{}{} x{}", types.empty() ? "" : ", ", name, n);
-  fmt::print("file              {} ({} bytes, GGUF v{})\n", a.model,
-             f.file_size(), f.version());
-  fmt::print("architecture      {}{}\n", c.arch_name,
-             c.name.empty() ? "" : " (" + c.name + ")");
+  fmt::print("file              {} ({} bytes, GGUF v{})\n", a.model, f.file_size(), f.version());
+  fmt::print("architecture      {}{}\n", c.arch_name, c.name.empty() ? "" : " (" + c.name + ")");
   fmt::print("vocabulary        {} tokens\n", c.n_vocab);
   fmt::print("context (trained) {} tokens\n", c.n_ctx_train);
   fmt::print("layers            {}\n", c.n_layer);
   fmt::print("n_embd            {}\n", c.n_embd);
   fmt::print("n_ff              {}\n", c.n_ff);
-  fmt::print("heads             {} query, {} KV (GQA {}:1), head_dim {}\n",
-             c.n_head, c.n_head_kv, c.n_head / c.n_head_kv, c.head_dim);
-  fmt::print("RoPE              {}, base {:g}, dims {}{}{}\n", rope,
-             c.rope_freq_base, c.n_rot,
-             c.rope_freq_scale != 1.0
-                 ? fmt::format(", linear scale {}", c.rope_freq_scale)
-                 : "",
+  fmt::print("heads             {} query, {} KV (GQA {}:1), head_dim {}\n", c.n_head, c.n_head_kv,
+             c.n_head / c.n_head_kv, c.head_dim);
+  fmt::print("RoPE              {}, base {:g}, dims {}{}{}\n", rope, c.rope_freq_base, c.n_rot,
+             c.rope_freq_scale != 1.0 ? fmt::format(", linear scale {}", c.rope_freq_scale) : "",
              c.has_rope_freqs ? ", rope_freqs" : "");
   fmt::print("RMSNorm eps       {:g}\n", c.rms_eps);
   fmt::print("features          {}{}{}\n", c.has_qkv_bias ? "QKV bias; " : "",
              c.has_qk_norm ? "QK-norm; " : "",
              c.tied_embeddings ? "tied embeddings" : "separate output matrix");
-  fmt::print("tensors           {} ({} bytes): {}\n", f.tensors().size(),
-             tensor_bytes, types);
-  fmt::print("KV per token      {} bytes f16, {} bytes f32\n",
-             c.kv_bytes_per_token(2), c.kv_bytes_per_token(4));
+  fmt::print("tensors           {} ({} bytes): {}\n", f.tensors().size(), tensor_bytes, types);
+  fmt::print("KV per token      {} bytes f16, {} bytes f32\n", c.kv_bytes_per_token(2),
+             c.kv_bytes_per_token(4));
   return 0;
 }
 
-int run_tokenize(const TokenizeArgs &a) {
+int run_tokenize(const TokenizeArgs& a) {
   std::string text = a.prompt;
   if (!a.has_prompt) {
     auto content = read_text_file(a.file);
-    if (!content)
-      return fail(content.error());
+    if (!content) return fail(content.error());
     text = std::move(*content);
   }
-  // Only the tokenizer metadata is used: works on vocabulary-only files of any
-  // architecture.
+  // Only the tokenizer metadata is used: works on vocabulary-only files of any architecture.
   auto file = GgufFile::open(a.model);
-  if (!file)
-    return fail(file.error());
+  if (!file) return fail(file.error());
   auto tok = load_tokenizer(**file);
-  if (!tok)
-    return fail(tok.error());
-  const std::vector<int32_t> ids =
-      (*tok)->encode(text, !a.no_bos, a.parse_special);
+  if (!tok) return fail(tok.error());
+  const std::vector<int32_t> ids = (*tok)->encode(text, !a.no_bos, a.parse_special);
   std::string line;
-  for (size_t i = 0; i < ids.size(); ++i)
-    line += fmt::format("{}{}", i ? " " : "", ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) line += fmt::format("{}{}", i ? " " : "", ids[i]);
   std::printf("%s\n", line.c_str());
   return 0;
 }
 
-int run_chat_template(const ChatTemplateArgs &a) {
-  // Only the tokenizer metadata is used: works on vocabulary-only files of any
-  // architecture.
+int run_chat_template(const ChatTemplateArgs& a) {
+  // Only the tokenizer metadata is used: works on vocabulary-only files of any architecture.
   auto file = GgufFile::open(a.model);
-  if (!file)
-    return fail(file.error());
+  if (!file) return fail(file.error());
   auto tmpl = read_chat_template(**file);
-  if (!tmpl)
-    return fail(tmpl.error());
+  if (!tmpl) return fail(tmpl.error());
   const std::optional<std::string_view> text =
       *tmpl ? std::optional<std::string_view>(**tmpl) : std::nullopt;
   auto choice = select_chat_template(text, a.template_name);
-  if (!choice)
-    return fail(choice.error());
+  if (!choice) return fail(choice.error());
   auto tok = load_tokenizer(**file);
-  if (!tok)
-    return fail(tok.error());
-  if (!choice->warning.empty())
-    std::fprintf(stderr, "warning: %s\n", choice->warning.c_str());
+  if (!tok) return fail(tok.error());
+  if (!choice->warning.empty()) std::fprintf(stderr, "warning: %s\n", choice->warning.c_str());
 
   std::vector<ChatMessage> messages;
-  if (a.has_system)
-    messages.push_back({ChatRole::System, a.system});
+  if (a.has_system) messages.push_back({ChatRole::System, a.system});
   messages.push_back({ChatRole::User, a.user});
-  const std::string prompt =
-      segments_text(render_chat(choice->family, messages, true));
-  const std::vector<int32_t> ids =
-      tokenize_chat(**tok, choice->family, messages, true);
+  const std::string prompt = segments_text(render_chat(choice->family, messages, true));
+  const std::vector<int32_t> ids = tokenize_chat(**tok, choice->family, messages, true);
   std::string line = "ids:";
-  for (const int32_t id : ids)
-    line += fmt::format(" {}", id);
+  for (const int32_t id : ids) line += fmt::format(" {}", id);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::printf("\n%s\n", line.c_str());
   return 0;
 }
 
-int run_generate(const GenerateArgs &a) {
-  if (auto st = validate(a.sampling); !st)
-    return fail(st.error());
+int run_generate(const GenerateArgs& a) {
+  if (auto st = validate(a.sampling); !st) return fail(st.error());
   if (a.dump_logits && !a.json)
-    return fail(Error{
-        "--dump-logits needs --json (the logits go into the JSON object)"});
-  if (a.n_ctx < 0)
-    return fail(make_error("-c {} must not be negative", a.n_ctx));
-  if (a.n_threads < 0)
-    return fail(make_error("-t {} must not be negative", a.n_threads));
+    return fail(Error{"--dump-logits needs --json (the logits go into the JSON object)"});
+  if (a.n_ctx < 0) return fail(make_error("-c {} must not be negative", a.n_ctx));
+  if (a.n_threads < 0) return fail(make_error("-t {} must not be negative", a.n_threads));
   if (a.n_predict < -1) {
-    return fail(make_error(
-        "-n {}: use a count, 0, or -1 (until the end of text)", a.n_predict));
+    return fail(make_error("-n {}: use a count, 0, or -1 (until the end of text)", a.n_predict));
   }
   std::string prompt_text = a.prompt;
   if (!a.prompt_file.empty()) {
     auto content = read_text_file(a.prompt_file);
-    if (!content)
-      return fail(content.error());
+    if (!content) return fail(content.error());
     prompt_text = std::move(*content);
   }
   auto kt = parse_kv_type(a.cache_type_k);
-  if (!kt)
-    return fail(make_error("--cache-type-k: {}", kt.error().message));
+  if (!kt) return fail(make_error("--cache-type-k: {}", kt.error().message));
   auto vt = parse_kv_type(a.cache_type_v);
-  if (!vt)
-    return fail(make_error("--cache-type-v: {}", vt.error().message));
+  if (!vt) return fail(make_error("--cache-type-v: {}", vt.error().message));
   auto device = parse_device(a.device);
-  if (!device)
-    return fail(make_error("--device: {}", device.error().message));
+  if (!device) return fail(make_error("--device: {}", device.error().message));
   if (a.reference && *device == DeviceKind::Cuda) {
-    return fail(Error{"--reference runs the float64 oracle on the CPU; it "
-                      "cannot be combined with --device "
-                      "cuda"});
+    return fail(
+        Error{"--reference runs the float64 oracle on the CPU; it cannot be combined with --device "
+              "cuda"});
   }
   auto paging = make_paging(a.kv);
-  if (!paging)
-    return fail(paging.error());
-  // Features of the CPU session's paged KV cache: the reference and CUDA
-  // sessions have none.
-  const bool wants_cpu_session = a.stats || !a.stats_json.empty() ||
-                                 !a.save_kv.empty() || !a.load_kv.empty();
+  if (!paging) return fail(paging.error());
+  // Features of the CPU session's paged KV cache: the reference and CUDA sessions have none.
+  const bool wants_cpu_session =
+      a.stats || !a.stats_json.empty() || !a.save_kv.empty() || !a.load_kv.empty();
   if (a.reference && (wants_cpu_session || !paging->is_default())) {
-    return fail(Error{"--reference keeps a contiguous KV cache; the paged KV "
-                      "options (--kv-*, --host-budget, "
-                      "--disk-budget, --attention, --stats, --stats-json, "
-                      "--save-kv, --load-kv) need the fast "
-                      "CPU session"});
+    return fail(Error{
+        "--reference keeps a contiguous KV cache; the paged KV options (--kv-*, --host-budget, "
+        "--disk-budget, --attention, --stats, --stats-json, --save-kv, --load-kv) need the fast "
+        "CPU session"});
   }
   if (wants_cpu_session && *device == DeviceKind::Cuda) {
-    return fail(Error{"--device cuda: --stats, --stats-json, --save-kv and "
-                      "--load-kv are not wired to the "
-                      "CUDA session yet (its KV window is on the GPU; the CPU "
-                      "session has them); use --device "
-                      "cpu or auto"});
+    return fail(Error{
+        "--device cuda: --stats, --stats-json, --save-kv and --load-kv are not wired to the "
+        "CUDA session yet (its KV window is on the GPU; the CPU session has them); use --device "
+        "cpu or auto"});
+  }
+  if (!a.stats_json.empty()) {  // one file cannot be both the step log and a snapshot
+    for (const std::string* kv_file : {&a.save_kv, &a.load_kv}) {
+      std::error_code e1, e2;
+      if (!kv_file->empty() && std::filesystem::weakly_canonical(*kv_file, e1) ==
+                                   std::filesystem::weakly_canonical(a.stats_json, e2)) {
+        return fail(make_error("--stats-json {} is also the {} file; give them different paths",
+                               a.stats_json, kv_file == &a.save_kv ? "--save-kv" : "--load-kv"));
+      }
+    }
   }
   StatsWriter stats_out;
   if (!a.stats_json.empty()) {
-    if (auto st = stats_out.open(a.stats_json); !st)
-      return fail(st.error());
+    if (auto st = stats_out.open(a.stats_json); !st) return fail(st.error());
   }
 
   auto loaded = load_model(a.model);
-  if (!loaded)
-    return fail(loaded.error());
-  const Model &model = *loaded->model;
-  const Tokenizer &tk = *loaded->tokenizer;
+  if (!loaded) return fail(loaded.error());
+  const Model& model = *loaded->model;
+  const Tokenizer& tk = *loaded->tokenizer;
   if (a.n_ctx > model.config().n_ctx_train) {
     std::fprintf(stderr,
-                 "warning: -c %lld is longer than the %lld tokens the model "
-                 "was trained on; "
+                 "warning: -c %lld is longer than the %lld tokens the model was trained on; "
                  "quality degrades past that\n",
                  static_cast<long long>(a.n_ctx),
                  static_cast<long long>(model.config().n_ctx_train));
@@ -497,13 +362,11 @@ int run_generate(const GenerateArgs &a) {
   sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
-  // The fast path on the chosen device by default; --reference selects the
-  // float64 oracle.
+  // The fast path on the chosen device by default; --reference selects the float64 oracle.
   std::unique_ptr<Session> session;
   if (a.reference) {
     auto r = ReferenceSession::create(model, sp);
-    if (!r)
-      return fail(r.error());
+    if (!r) return fail(r.error());
     session = std::move(*r);
   } else {
     BackendOptions opts;
@@ -512,123 +375,103 @@ int run_generate(const GenerateArgs &a) {
     opts.paging = *paging;
     if (wants_cpu_session && *device == DeviceKind::Auto) {
       opts.device = DeviceKind::Cpu;
-      if (probe_cuda().usable) {
-        std::fprintf(stderr, "note: --stats, --stats-json, --save-kv and "
-                             "--load-kv run on the CPU "
-                             "session for now; running on the CPU\n");
+      const CudaProbe probe = probe_cuda();
+      if (probe.usable) {
+        std::fprintf(stderr,
+                     "note: --stats, --stats-json, --save-kv and --load-kv run on the CPU "
+                     "session for now; running on the CPU\n");
+      } else {  // the note auto gives everywhere else
+        std::fprintf(stderr, "note: CUDA unavailable (%s); running on the CPU\n",
+                     probe.reason.c_str());
       }
     }
     auto choice = create_session(model, sp, opts);
-    if (!choice)
-      return fail(choice.error());
-    if (!choice->note.empty())
-      std::fprintf(stderr, "note: %s\n", choice->note.c_str());
+    if (!choice) return fail(choice.error());
+    if (!choice->note.empty()) std::fprintf(stderr, "note: %s\n", choice->note.c_str());
     session = std::move(choice->session);
   }
-  Session &s = *session;
+  Session& s = *session;
   // The paged cache's session (stats, snapshots), when that is what runs.
-  auto *const cpu = dynamic_cast<cpu::CpuSession *>(session.get());
+  auto* const cpu = dynamic_cast<cpu::CpuSession*>(session.get());
   if (wants_cpu_session && cpu == nullptr)
-    return fail(Error{
-        "--stats, --stats-json, --save-kv and --load-kv need the CPU session"});
+    return fail(Error{"--stats, --stats-json, --save-kv and --load-kv need the CPU session"});
   const bool budget_limited =
       cpu != nullptr && cpu->cache().max_tokens() < cpu->cache().config().n_ctx;
-  const std::string attention =
-      cpu ? kv_attention_name(cpu->paging()) : "exact";
+  const std::string attention = cpu ? kv_attention_name(cpu->paging()) : "exact";
   if (cpu && cpu->paging().attention != KvAttention::Exact) {
-    std::fprintf(stderr,
-                 "note: attention %s: an approximation of exact attention\n",
+    std::fprintf(stderr, "note: attention %s: an approximation of exact attention\n",
                  kv_attention_name(cpu->paging(), true).c_str());
   }
 
-  const std::vector<int32_t> prompt =
-      tk.encode(prompt_text, true, a.parse_special);
+  const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
   if (prompt.empty())
-    return fail(
-        Error{"the prompt is empty and the vocabulary adds no BOS token"});
-  // A prompt too long for the window and budgets gets the session's message
-  // (which names them).
+    return fail(Error{"the prompt is empty and the vocabulary adds no BOS token"});
+  // A prompt too long for the window and budgets gets the session's message (which names them).
   if (static_cast<int64_t>(prompt.size()) > s.n_ctx() && !budget_limited) {
-    return fail(make_error("context full: the prompt has {} tokens but the "
-                           "context holds {} (use -c)",
-                           prompt.size(), s.n_ctx()));
+    return fail(
+        make_error("context full: the prompt has {} tokens but the context holds {} (use -c)",
+                   prompt.size(), s.n_ctx()));
   }
   if (!a.load_kv.empty()) {
-    if (auto st = cpu->load_kv(a.load_kv); !st)
-      return fail(st.error());
+    if (auto st = cpu->load_kv(a.load_kv); !st) return fail(st.error());
     const std::span<const int32_t> saved = cpu->tokens();
-    if (saved.size() > prompt.size() ||
-        !std::equal(saved.begin(), saved.end(), prompt.begin())) {
+    if (saved.size() > prompt.size() || !std::equal(saved.begin(), saved.end(), prompt.begin())) {
       std::fprintf(stderr,
-                   "note: --load-kv %s: the prompt does not start with the "
-                   "snapshot's %zu tokens; "
+                   "note: --load-kv %s: the prompt does not start with the snapshot's %zu tokens; "
                    "computing it from the start\n",
                    a.load_kv.c_str(), saved.size());
     }
   }
-  if (auto st = s.eval(prompt, true); !st)
-    return fail(st.error());
+  if (auto st = s.eval(prompt, true); !st) return fail(st.error());
   if (!a.save_kv.empty()) {
-    if (auto st = cpu->save_kv(a.save_kv); !st)
-      return fail(st.error());
+    if (auto st = cpu->save_kv(a.save_kv); !st) return fail(st.error());
   }
   int64_t step = 0;
-  if (cpu)
-    stats_out.write(stats_json(cpu->stats(), step++, "prefill", attention));
-  const Error non_finite{fmt::format("{}: the model produced non-finite logits "
-                                     "(NaN or infinity); its weights or "
-                                     "hyperparameters are broken",
-                                     a.model)};
-  if (!all_finite(s.logits()))
-    return fail(non_finite);
+  if (cpu) stats_out.write(stats_json(cpu->stats(), step++, "prefill", attention));
+  const Error non_finite{
+      fmt::format("{}: the model produced non-finite logits (NaN or infinity); its weights or "
+                  "hyperparameters are broken",
+                  a.model)};
+  if (!all_finite(s.logits())) return fail(non_finite);
   const std::vector<float> prompt_logits(s.logits().begin(), s.logits().end());
 
   Sampler sampler(a.sampling);
   std::vector<int32_t> history = prompt, generated;
   std::string text;
   Utf8Streamer stream(a.json ? stderr : stdout);
-  if (!a.json)
-    stream.write(
-        prompt_text); // the continuation reads as text only after its prompt
+  if (!a.json) stream.write(prompt_text);  // the continuation reads as text only after its prompt
   for (int32_t i = 0; a.n_predict < 0 || i < a.n_predict; ++i) {
     const int32_t id = sampler.sample(s.logits(), history);
-    if (tk.is_eog(id))
-      break;
+    if (tk.is_eog(id)) break;
     generated.push_back(id);
     history.push_back(id);
     const std::string piece = tk.token_to_piece(id);
     text += piece;
     stream.write(piece);
-    if (a.n_predict >= 0 && i + 1 == a.n_predict)
-      break; // no forward pass for logits never used
+    if (a.n_predict >= 0 && i + 1 == a.n_predict) break;  // no forward pass for logits never used
     const int32_t one[1] = {id};
     if (auto st = s.eval(one, true); !st) {
       stream.finish();
-      // A full context (n_ctx, or the window and budgets) ends the generation,
-      // not the run.
+      // A full context (n_ctx, or the window and budgets) ends the generation, not the run.
       if (starts_with(st.error().message, "context full")) {
         std::fprintf(stderr, "\n[stopped: %s]\n", st.error().message.c_str());
         break;
       }
       return fail(st.error());
     }
-    if (cpu)
-      stats_out.write(stats_json(cpu->stats(), step++, "decode", attention));
+    if (cpu) stats_out.write(stats_json(cpu->stats(), step++, "decode", attention));
     if (!all_finite(s.logits())) {
       stream.finish();
       return fail(non_finite);
     }
   }
   stream.finish();
-  if (auto st = stats_out.close(); !st)
-    return fail(st.error());
+  if (auto st = stats_out.close(); !st) return fail(st.error());
   if (a.stats && cpu) {
-    (void)cpu->flush_kv(); // the spills in flight land, so the tiers are final
-    if (!a.json)
-      std::fflush(stdout);
+    (void)cpu->flush_kv();  // the spills in flight land, so the tiers are final
+    if (!a.json) std::fflush(stdout);
     std::fprintf(stderr, "\n");
-    print_stats(cpu->stats(), cpu->paging(),
-                static_cast<int64_t>(prompt.size()),
+    print_stats(cpu->stats(), cpu->paging(), static_cast<int64_t>(prompt.size()),
                 static_cast<int64_t>(generated.size()));
   }
   if (!a.json) {
@@ -640,12 +483,9 @@ int run_generate(const GenerateArgs &a) {
   j["prompt_tokens"] = prompt;
   j["generated_tokens"] = generated;
   j["text"] = text;
-  if (a.dump_logits)
-    j["last_prompt_logits"] = prompt_logits;
-  std::printf(
-      "%s\n",
-      j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  if (a.dump_logits) j["last_prompt_logits"] = prompt_logits;
+  std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }
 
-} // namespace spw::cli
+}  // namespace spw::cli

@@ -12,8 +12,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/cli/ask.h"
 #include "app/cli/bench.h"
 #include "app/cli/commands.h"
+#include "app/cli/ingest_docs.h"
 #include "app/cli/plan.h"
 #include "app/paths.h"
 #include "app/version.h"
@@ -67,6 +69,10 @@ int main(int argc, char** argv) {
   CLI::App app{"spillway-cli: local long-document analysis with GGUF models (headless)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(spw::app::version()));
+  // An option given twice takes the last value, as most command lines do (CLI11's default
+  // refuses it with "--n-predict: At Most 1 required but received 2" although -n was typed).
+  // Subcommands copy these defaults when they are created below.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string data_dir;
   app.add_option("--data-dir", data_dir, "Folder for the library, settings and caches")
       ->configurable(false);
@@ -203,8 +209,17 @@ int main(int argc, char** argv) {
                      "Folder of the disk tier, for the disk probe (default: the cache folder)");
   c_plan->add_flag("--json", plan.json, "One JSON object on stdout");
 
+  AskArgs ask;
+  auto* c_ask = add_ask_command(app, ask);
+
+  IngestArgs ingest;
+  auto* c_ingest = add_ingest_command(app, ingest);
+  DocsArgs docs;
+  auto* c_docs = add_docs_command(app, docs);
+
   // Global options may follow the subcommand: let each subcommand hand unknown options back.
-  for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan}) sub->fallthrough();
+  for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan, c_ask, c_ingest, c_docs})
+    sub->fallthrough();
 
   // A clear message for a mistyped command (CLI11 would only say a subcommand is required).
   for (int i = 1; i < argc; ++i) {
@@ -215,12 +230,12 @@ int main(int argc, char** argv) {
     }
     if (arg.empty() || arg[0] == '-') continue;
     bool known = false;
-    for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan})
+    for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan, c_ask, c_ingest, c_docs})
       known |= sub->check_name(std::string(arg));
     if (!known) {
       std::fprintf(stderr,
                    "error: unknown command '%s' (commands: info, tokenize, generate, "
-                   "chat-template, bench, plan)\n",
+                   "chat-template, bench, plan, ask, ingest, docs)\n",
                    argv[i]);
       return 1;
     }
@@ -270,6 +285,19 @@ int main(int argc, char** argv) {
           return 1;
         }
         return run_chat_template(chat);
+      }
+      if (*c_ask) {
+        ask.data_dir = data_dir;
+        ask.kv.default_spill_dir = default_spill_dir(data_dir);
+        return run_ask(ask);
+      }
+      if (*c_ingest) {
+        ingest.data_dir = data_dir;
+        return run_ingest(ingest);
+      }
+      if (*c_docs) {
+        docs.data_dir = data_dir;
+        return run_docs(docs);
       }
       if (*c_bench) {
         bench.kv.default_spill_dir = default_spill_dir(data_dir);

@@ -502,5 +502,17 @@ TEST(CliTokenize, Llama3VocabularyMatchesEveryReferenceLine) {
   }
 }
 
+// An option given twice takes the last value (as most command lines do), for a subcommand's
+// options and for ones added by the ingest/docs/ask commands alike.
+TEST(CliGenerate, RepeatedOptionTakesTheLastValue) {
+  TestModelSpec spec;
+  const fs::path p = write_model("repeat.gguf", spec);
+  Result r = run({"generate", "-m", p.string(), "-p", "the cat", "-n", "9", "--temp", "0", "-n",
+                  "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j["generated_tokens"].size(), 3u);  // fewer only at an end-of-text token
+}
+
 }  // namespace
 }  // namespace spw

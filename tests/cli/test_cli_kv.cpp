@@ -132,6 +132,11 @@ TEST(CliKv, BadSizesAndSettingsAreRefused) {
            {{"--kv-window", "64", "--reference"}, "--reference"},
            {{"--stats", "--device", "cuda"}, "--device cuda"},
            {{"--attention", "streaming", "--device", "cuda"}, "runs on the CPU only"},
+           {{"--spill-dir", ""}, "empty folder name"},
+           {{"--stats-json", (tmp_dir() / "same.kv").string(), "--save-kv",
+             (tmp_dir() / "same.kv").string()},
+            "is also the --save-kv file"},
+           {{"--save-kv", model.string() + "/x.kv"}, "is not a folder"},
        }) {
     const CliResult r = run(with(base, c.args));
     EXPECT_EQ(r.exit_code, 1) << c.args[0];

@@ -1,0 +1,350 @@
+#include "app/ask/ask.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <QByteArray>
+#include <QCryptographicHash>
+
+#include "engine/backend/cpu/cpu_session.h"
+#include "engine/common/size.h"
+
+namespace spw::app {
+
+namespace fs = std::filesystem;
+
+std::string snapshot_kv_config(const SessionParams& params, const KvPaging& paging) {
+  std::string config = fmt::format("{}/{} block {}", kv_type_name(params.kv_type_k),
+                                   kv_type_name(params.kv_type_v), paging.block_size);
+  if (paging.attention != KvAttention::Exact) {
+    config += fmt::format(" attention {} window {} sinks {}", kv_attention_name(paging),
+                          paging.window_tokens, paging.n_sinks);
+  }
+  return config;
+}
+
+uint64_t prefix_hash(const std::string& kv_config, const std::vector<int32_t>& ids) {
+  QCryptographicHash h(QCryptographicHash::Sha256);
+  h.addData(QByteArrayView(kv_config.data(), static_cast<qsizetype>(kv_config.size())));
+  h.addData(QByteArrayView("\0", 1));
+  std::vector<char> bytes(ids.size() * 4);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto u = static_cast<uint32_t>(ids[i]);
+    for (size_t b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
+  }
+  h.addData(QByteArrayView(bytes.data(), static_cast<qsizetype>(bytes.size())));
+  const QByteArray d = h.result();
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(d[i]);
+  return v;
+}
+
+std::string snapshot_file_name(const SnapshotKey& key) {
+  return fmt::format("{:016x}-{:016x}.kv", key.model_fingerprint, key.prefix_hash);
+}
+
+int64_t answer_reserve(int32_t n_predict, int64_t n_ctx) {
+  const int64_t want = n_predict >= 0 ? n_predict : 256;
+  return std::max<int64_t>(1, std::min(want, std::max<int64_t>(1, n_ctx / 4)));
+}
+
+namespace {
+
+bool all_finite(std::span<const float> v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+struct RunSetup {
+  const Tokenizer* tokenizer = nullptr;
+  const AskParams* params = nullptr;
+  SnapshotIndex* index = nullptr;
+  const AskCallbacks* callbacks = nullptr;
+};
+
+void note(const RunSetup& rs, const std::string& line) {
+  if (rs.callbacks->note) rs.callbacks->note(line);
+}
+
+// Prefills `pt` (through its snapshot when `snapshot` and the session has them), then generates.
+Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot, int part,
+                               const RunSetup& rs) {
+  const Tokenizer& tok = *rs.tokenizer;
+  const AskParams& p = *rs.params;
+  const auto cancelled = [&rs] { return rs.callbacks->cancelled && rs.callbacks->cancelled(); };
+  if (cancelled()) return Error{"cancelled"};
+  PromptRun run;
+  run.prompt_tokens = static_cast<int64_t>(pt.size());
+  auto* const cpu = dynamic_cast<cpu::CpuSession*>(&s);
+  std::vector<int32_t> all = pt.prefix;
+  all.insert(all.end(), pt.suffix.begin(), pt.suffix.end());
+
+  const bool snapshots = snapshot && cpu != nullptr && p.use_snapshots && !p.snapshot_dir.empty() &&
+                         !pt.prefix.empty() && !pt.suffix.empty();
+  bool prefilled = false;
+  if (snapshots) {
+    const SnapshotKey key{p.model_fingerprint, prefix_hash(p.kv_config, pt.prefix)};
+    const std::string file = (fs::path(p.snapshot_dir) / snapshot_file_name(key)).string();
+    std::optional<std::string> found = rs.index ? rs.index->find(key) : std::nullopt;
+    std::error_code ec;
+    if (!found && fs::exists(file, ec)) found = file;  // written before its record was
+    bool reuse = false;
+    if (found) {
+      if (auto st = cpu->load_kv(*found); !st) {
+        note(rs,
+             fmt::format("saved KV not usable ({}); prefilling the document", st.error().message));
+        if (rs.index) rs.index->remove(key);
+      } else if (cpu->tokens().size() != pt.prefix.size() ||
+                 !std::equal(pt.prefix.begin(), pt.prefix.end(), cpu->tokens().begin())) {
+        note(rs, fmt::format("saved KV {} holds other tokens; prefilling the document", *found));
+      } else {
+        reuse = true;
+      }
+    }
+    if (reuse) {
+      run.reused_snapshot = true;
+      run.reused_tokens = static_cast<int64_t>(pt.prefix.size());
+      note(rs, fmt::format("reused saved KV: {} tokens", pt.prefix.size()));
+      // The whole prompt from position 0: the restored prefix is kept, the question computed.
+      if (auto st = s.eval(all, true); !st) return st.error();
+      prefilled = true;
+    } else {
+      if (auto st = s.eval(pt.prefix, false); !st) return st.error();
+      fs::create_directories(p.snapshot_dir, ec);
+      if (auto st = cpu->save_kv(file); !st) {
+        note(rs, fmt::format("could not save the document's KV: {}", st.error().message));
+      } else {
+        const auto size = static_cast<int64_t>(fs::file_size(file, ec));
+        run.saved_snapshot = true;
+        if (rs.index) {
+          if (auto st =
+                  rs.index->put(key, file, ec ? 0 : size, static_cast<int64_t>(pt.prefix.size()));
+              !st)
+            note(rs, fmt::format("could not record the saved KV: {}", st.error().message));
+        }
+        note(rs, fmt::format("saved KV of the document prefix: {} tokens, {}", pt.prefix.size(),
+                             format_size(ec ? 0 : size)));
+      }
+      if (auto st = s.eval(pt.suffix, true); !st) return st.error();
+      prefilled = true;
+    }
+  }
+  if (!prefilled) {
+    if (auto st = s.eval(all, true); !st) return st.error();
+  }
+  run.prefill_tokens_computed =
+      cpu ? cpu->stats().prefill_tokens_computed : static_cast<int64_t>(all.size());
+
+  const Error non_finite{
+      "the model produced non-finite logits (NaN or infinity); its weights or hyperparameters "
+      "are broken"};
+  if (!all_finite(s.logits())) return non_finite;
+  Sampler sampler(p.sampling);
+  std::vector<int32_t> history = all;
+  for (int32_t i = 0; p.n_predict < 0 || i < p.n_predict; ++i) {
+    const int32_t id = sampler.sample(s.logits(), history);
+    if (tok.is_eog(id)) break;
+    history.push_back(id);
+    ++run.generated_tokens;
+    const std::string piece = tok.token_to_piece(id);
+    run.text += piece;
+    if (rs.callbacks->piece) rs.callbacks->piece(part, piece);
+    if (cancelled()) return Error{"cancelled"};
+    if (p.n_predict >= 0 && i + 1 == p.n_predict) break;  // no forward pass for unused logits
+    const int32_t one[1] = {id};
+    if (auto st = s.eval(one, true); !st) {
+      if (starts_with(st.error().message, "context full")) {
+        run.stopped = st.error().message;
+        break;
+      }
+      return st.error();
+    }
+    if (!all_finite(s.logits())) return non_finite;
+  }
+  return run;
+}
+
+bool nothing_relevant(const std::string& answer) {
+  return answer.find("Nothing relevant in these pages") != std::string::npos && answer.size() < 80;
+}
+
+// Combines part answers in one prompt, or, when they do not fit, in halves first.
+Expected<PromptRun> reduce(const PromptContext& ctx, const DocumentText& doc,
+                           std::vector<PartText> parts, int64_t n_ctx, int64_t reserve,
+                           const SessionFactory& make_session, const RunSetup& rs, bool final) {
+  const std::string& question = rs.params->question;
+  const BuiltPrompt prompt = build_reduce_prompt(ctx, doc.title, question, parts);
+  if (static_cast<int64_t>(prompt.tokens.size()) + reserve > n_ctx) {
+    // Two answers that do not fit together cannot be combined by halving any further.
+    if (parts.size() <= 2) {
+      return make_error(
+          "the parts' answers do not fit the {}-token context even two at a time with room for "
+          "a {}-token answer (use a larger -c or a smaller -n)",
+          n_ctx, reserve);
+    }
+    const size_t half = parts.size() / 2;
+    std::vector<PartText> left(parts.begin(), parts.begin() + static_cast<ptrdiff_t>(half));
+    std::vector<PartText> right(parts.begin() + static_cast<ptrdiff_t>(half), parts.end());
+    auto l = reduce(ctx, doc, left, n_ctx, reserve, make_session, rs, false);
+    if (!l) return l.error();
+    auto r = reduce(ctx, doc, right, n_ctx, reserve, make_session, rs, false);
+    if (!r) return r.error();
+    std::vector<PartText> two = {{left.front().first_page, left.back().last_page, l->text},
+                                 {right.front().first_page, right.back().last_page, r->text}};
+    auto out = reduce(ctx, doc, two, n_ctx, reserve, make_session, rs, final);
+    if (out) {
+      out->prefill_tokens_computed += l->prefill_tokens_computed + r->prefill_tokens_computed;
+      out->generated_tokens += l->generated_tokens + r->generated_tokens;
+    }
+    return out;
+  }
+  auto session = make_session();
+  if (!session) return session.error();
+  // Intermediate combinations stream nowhere; the final one is the answer.
+  AskCallbacks quiet = *rs.callbacks;
+  if (!final) quiet.piece = nullptr;
+  RunSetup sub = rs;
+  sub.callbacks = &quiet;
+  return run_prompt(**session, prompt.tokens, false, 0, sub);
+}
+
+}  // namespace
+
+Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText& doc,
+                                 const AskParams& params, const SessionFactory& make_session,
+                                 SnapshotIndex* index, const AskCallbacks& callbacks) {
+  AskResult res;
+  const PageRange whole{0, doc.pages.size()};
+  res.pages_without_text = pages_without_text(doc, whole);
+  if (std::none_of(doc.pages.begin(), doc.pages.end(), page_has_text)) {
+    const size_t n = doc.pages.size();
+    std::string what;
+    if (n == 0) {
+      what = "it has no pages";
+    } else if (res.pages_without_text.size() < n) {
+      what = "its pages are empty";
+    } else {
+      what = n == 1 ? std::string(
+                          "its one page is a scanned image (or undecodable) without a "
+                          "text layer; it needs OCR (ingest with --ocr)")
+                    : fmt::format(
+                          "all {} of its pages are scanned images (or undecodable) "
+                          "without a text layer; they need OCR (ingest with --ocr)",
+                          n);
+    }
+    return make_error("document {}{} has no text: {}; not answering", doc.id,
+                      doc.title.empty() ? "" : " (" + doc.title + ")", what);
+  }
+  if (params.question.find_first_not_of(" \t\r\n") == std::string::npos)
+    return Error{"the question is empty"};
+
+  auto first_session = make_session();
+  if (!first_session) return first_session.error();
+  std::unique_ptr<Session> session = std::move(*first_session);
+  const int64_t n_ctx = session->n_ctx();
+  res.context = n_ctx;
+  const int64_t reserve = answer_reserve(params.n_predict, n_ctx);
+
+  const PromptContext ctx{&tokenizer, params.family};
+  const BuiltPrompt whole_prompt = build_document_prompt(ctx, doc, whole, params.question);
+  res.document_tokens = whole_prompt.document_tokens;
+  res.question_tokens = static_cast<int64_t>(whole_prompt.tokens.suffix.size());
+  res.prompt_tokens = static_cast<int64_t>(whole_prompt.tokens.size());
+  const auto note_line = [&](const std::string& s) {
+    if (callbacks.note) callbacks.note(s);
+  };
+  if (!res.pages_without_text.empty()) {
+    std::string pages;
+    for (int p : res.pages_without_text) pages += fmt::format("{}{}", pages.empty() ? "" : ", ", p);
+    note_line(fmt::format("{} {} no text (scanned or undecodable) and {} left out: {}",
+                          res.pages_without_text.size() == 1 ? "page" : "pages",
+                          res.pages_without_text.size() == 1 ? "has" : "have",
+                          res.pages_without_text.size() == 1 ? "is" : "are", pages));
+  }
+  note_line(fmt::format(
+      "document: {} pages, {} tokens; question: {} tokens; prompt: {} tokens of a {}-token "
+      "context",
+      doc.pages.size(), res.document_tokens, res.question_tokens, res.prompt_tokens, n_ctx));
+
+  RunSetup rs{&tokenizer, &params, index, &callbacks};
+  const bool fits = res.prompt_tokens + reserve <= n_ctx;
+  if (fits) {
+    if (params.map_reduce) note_line("the document fits the context: answering in one prompt");
+    auto run = run_prompt(*session, whole_prompt.tokens, true, 0, rs);
+    if (!run) return run.error();
+    res.answer = run->text;
+    res.prefill_tokens_computed = run->prefill_tokens_computed;
+    res.generated_tokens = run->generated_tokens;
+    res.reused_snapshot = run->reused_snapshot;
+    res.reused_tokens = run->reused_tokens;
+    res.stopped = run->stopped;
+    res.citations = check_citations(res.answer, doc);
+    return res;
+  }
+  if (!params.map_reduce) {
+    return make_error(
+        "the document is longer than the context: the prompt needs {} tokens (document {}, "
+        "question {}) plus room for a {}-token answer, but the context holds {} tokens; use "
+        "--map-reduce to answer over parts of the document, or a larger -c",
+        res.prompt_tokens, res.document_tokens, res.question_tokens, reserve, n_ctx);
+  }
+  auto ranges = plan_parts(ctx, doc, params.question, n_ctx, reserve);
+  if (!ranges) return ranges.error();
+  const int n_parts = static_cast<int>(ranges->size());
+  res.map_reduce = true;
+  const auto n_pieces = std::count_if(ranges->begin(), ranges->end(),
+                                      [](const PageRange& r) { return r.is_piece(); });
+  note_line(fmt::format(
+      "map-reduce: the prompt needs {} tokens and the context holds {}; answering over {} "
+      "page-aligned parts{}, then combining their answers",
+      res.prompt_tokens, n_ctx, n_parts,
+      n_pieces > 0 ? fmt::format(" ({} of them pieces of pages too long for one part)", n_pieces)
+                   : std::string()));
+  res.reused_snapshot = true;
+  std::vector<PartText> texts;
+  for (int k = 0; k < n_parts; ++k) {
+    const PageRange r = (*ranges)[static_cast<size_t>(k)];
+    PartAnswer pa;
+    pa.first_page = doc.pages[r.page_begin].page_no;
+    pa.last_page = doc.pages[r.page_end - 1].page_no;
+    if (callbacks.part_start) callbacks.part_start(k + 1, n_parts, pa.first_page, pa.last_page);
+    const BuiltPrompt prompt = build_document_prompt(ctx, doc, r, params.question, k + 1, n_parts);
+    if (!session) {
+      auto fresh = make_session();
+      if (!fresh) return fresh.error();
+      session = std::move(*fresh);
+    }
+    auto run = run_prompt(*session, prompt.tokens, true, k + 1, rs);
+    session.reset();  // each prompt starts from an empty cache
+    if (!run) return run.error();
+    pa.run = std::move(*run);
+    res.prefill_tokens_computed += pa.run.prefill_tokens_computed;
+    res.generated_tokens += pa.run.generated_tokens;
+    res.reused_snapshot = res.reused_snapshot && pa.run.reused_snapshot;
+    res.reused_tokens += pa.run.reused_tokens;
+    texts.push_back({pa.first_page, pa.last_page, pa.run.text});
+    res.parts.push_back(std::move(pa));
+  }
+  // Parts that found nothing are left out of the final prompt, unless all of them did.
+  std::vector<PartText> relevant;
+  for (const PartText& t : texts) {
+    if (!nothing_relevant(t.answer)) relevant.push_back(t);
+  }
+  if (relevant.empty()) relevant = texts;
+  if (callbacks.part_start) callbacks.part_start(0, n_parts, 0, 0);
+  auto combined = reduce(ctx, doc, relevant, n_ctx, reserve, make_session, rs, true);
+  if (!combined) return combined.error();
+  res.answer = combined->text;
+  res.prefill_tokens_computed += combined->prefill_tokens_computed;
+  res.generated_tokens += combined->generated_tokens;
+  res.stopped = combined->stopped;
+  res.citations = check_citations(res.answer, doc);
+  return res;
+}
+
+}  // namespace spw::app

@@ -1,0 +1,271 @@
+// Asking a document end to end on a real tiny model (stories260K, from ../shared/models):
+// snapshot save and reuse, the corrupt-snapshot fallback, context too small, map-reduce, and
+// the refusal of a document without text. stories260K's answers are nonsense; the pipeline is
+// what is checked.
+#include "app/ask/ask.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "engine/backend/cpu/cpu_session.h"
+#include "engine/kv/snapshot.h"
+#include "engine/model/model.h"
+
+namespace spw::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path stories() {
+  return fs::path(__FILE__).parent_path() / ".." / ".." / ".." / "shared" / "models" /
+         "stories260K.gguf";
+}
+
+class TempFolder {
+ public:
+  TempFolder() {
+    std::string tmpl = (fs::temp_directory_path() / "spillway-ask-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+class MapIndex final : public SnapshotIndex {
+ public:
+  std::optional<std::string> find(const SnapshotKey& k) override {
+    auto it = records.find({k.model_fingerprint, k.prefix_hash});
+    if (it == records.end()) return std::nullopt;
+    return it->second;
+  }
+  Status put(const SnapshotKey& k, const std::string& path, int64_t, int64_t) override {
+    records[{k.model_fingerprint, k.prefix_hash}] = path;
+    return Status::Ok();
+  }
+  void remove(const SnapshotKey& k) override {
+    records.erase({k.model_fingerprint, k.prefix_hash});
+  }
+  std::map<std::pair<uint64_t, uint64_t>, std::string> records;
+};
+
+DocumentText story_doc(int n_pages) {
+  const char* texts[] = {
+      "Once upon a time, there was a little girl named Lily. She loved to play in the park.",
+      "One day, Lily saw a big red ball under a tree. She wanted to play with the ball.",
+      "Lily's mom said they had to go home. Lily was sad, but she said goodbye to the ball.",
+  };
+  DocumentText d;
+  d.id = 1;
+  d.title = "Lily";
+  for (int i = 0; i < n_pages; ++i)
+    d.pages.push_back({i + 1, texts[i % 3], false, false, false, {}});
+  return d;
+}
+
+class AskDocument : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(stories())) GTEST_SKIP() << "shared test data not found at " << stories();
+    auto m = Model::load(stories().string());
+    ASSERT_TRUE(m) << m.error().message;
+    model_ = std::move(*m);
+    auto t = Tokenizer::from_gguf(model_->file());
+    ASSERT_TRUE(t) << t.error().message;
+    tok_ = std::move(*t);
+    params_.n_predict = 12;
+    params_.sampling.temp = 0;
+    params_.snapshot_dir = (dir_.path() / "snapshots").string();
+    params_.model_fingerprint = kv::model_fingerprint(*model_);
+    params_.kv_config = snapshot_kv_config(sp_, KvPaging{});
+    params_.question = "Who is Lily?";
+    sp_.n_threads = 1;
+  }
+
+  Expected<AskResult> ask(const DocumentText& doc) {
+    notes_.clear();
+    const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
+      auto s = cpu::CpuSession::create(*model_, sp_);
+      if (!s) return s.error();
+      return std::unique_ptr<Session>(std::move(*s));
+    };
+    AskCallbacks cb;
+    cb.note = [this](const std::string& s) { notes_ += s + "\n"; };
+    return ask_document(*tok_, doc, params_, factory, &index_, cb);
+  }
+
+  TempFolder dir_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  SessionParams sp_;
+  AskParams params_;
+  MapIndex index_;
+  std::string notes_;
+};
+
+TEST_F(AskDocument, SecondAskReusesTheSavedKv) {
+  const DocumentText doc = story_doc(2);
+  auto first = ask(doc);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_FALSE(first->reused_snapshot);
+  EXPECT_FALSE(first->map_reduce);
+  EXPECT_EQ(first->prefill_tokens_computed, first->prompt_tokens);
+  EXPECT_GT(first->document_tokens, 30);
+  EXPECT_GT(first->question_tokens, 3);
+  EXPECT_GT(first->prompt_tokens, first->document_tokens + first->question_tokens);
+  EXPECT_EQ(first->context, model_->config().n_ctx_train);
+  EXPECT_EQ(first->generated_tokens, 12);
+  EXPECT_NE(notes_.find("saved KV of the document prefix: "), std::string::npos) << notes_;
+  ASSERT_EQ(index_.records.size(), 1u);
+  const std::string file = index_.records.begin()->second;
+  EXPECT_TRUE(fs::exists(file));
+  EXPECT_EQ(fs::path(file).parent_path(), fs::path(params_.snapshot_dir));
+
+  auto second = ask(doc);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_TRUE(second->reused_snapshot);
+  EXPECT_EQ(second->reused_tokens, second->prompt_tokens - second->question_tokens);
+  EXPECT_EQ(second->prefill_tokens_computed, second->question_tokens);
+  EXPECT_EQ(second->answer, first->answer);
+  EXPECT_NE(notes_.find("reused saved KV: " + std::to_string(second->reused_tokens) + " tokens"),
+            std::string::npos)
+      << notes_;
+
+  // Another question on the same document: the same prefix, only the new question computed.
+  params_.question = "What did Lily see under the tree?";
+  auto third = ask(doc);
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_TRUE(third->reused_snapshot);
+  EXPECT_EQ(third->prefill_tokens_computed, third->question_tokens);
+  EXPECT_EQ(index_.records.size(), 1u);
+
+  // Other KV settings are another key: no reuse of an f16 snapshot by an f32 session.
+  sp_.kv_type_k = KvType::F32;
+  params_.kv_config = snapshot_kv_config(sp_, KvPaging{});
+  auto f32 = ask(doc);
+  ASSERT_TRUE(f32) << f32.error().message;
+  EXPECT_FALSE(f32->reused_snapshot);
+  EXPECT_EQ(index_.records.size(), 2u);
+}
+
+TEST_F(AskDocument, DamagedOrMissingSnapshotFallsBackToPrefill) {
+  const DocumentText doc = story_doc(2);
+  auto first = ask(doc);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_EQ(index_.records.size(), 1u);
+  const std::string file = index_.records.begin()->second;
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << "not a snapshot";
+  }
+  auto second = ask(doc);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_FALSE(second->reused_snapshot);
+  EXPECT_EQ(second->prefill_tokens_computed, second->prompt_tokens);
+  EXPECT_EQ(second->answer, first->answer);
+  EXPECT_NE(notes_.find("saved KV not usable"), std::string::npos) << notes_;
+  // Saved again: the next ask reuses it.
+  auto third = ask(doc);
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_TRUE(third->reused_snapshot);
+
+  // The file gone (its record kept): prefilled again, with a note, and saved again.
+  fs::remove(file);
+  auto fourth = ask(doc);
+  ASSERT_TRUE(fourth) << fourth.error().message;
+  EXPECT_FALSE(fourth->reused_snapshot);
+  EXPECT_NE(notes_.find("saved KV not usable"), std::string::npos) << notes_;
+  EXPECT_TRUE(fs::exists(file));
+}
+
+TEST_F(AskDocument, ContextTooSmallSaysSoWithTheNumbers) {
+  sp_.n_ctx = 128;
+  const DocumentText doc = story_doc(6);
+  auto r = ask(doc);
+  ASSERT_FALSE(r);
+  const std::string& m = r.error().message;
+  EXPECT_NE(m.find("the document is longer than the context"), std::string::npos) << m;
+  EXPECT_NE(m.find("the context holds 128 tokens"), std::string::npos) << m;
+  EXPECT_NE(m.find("--map-reduce"), std::string::npos) << m;
+  EXPECT_NE(m.find("12-token answer"), std::string::npos) << m;
+}
+
+TEST_F(AskDocument, MapReduceAnswersOverPartsThenCombines) {
+  sp_.n_ctx = 512;
+  params_.map_reduce = true;
+  const DocumentText doc = story_doc(9);
+  auto r = ask(doc);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->map_reduce);
+  ASSERT_GE(r->parts.size(), 2u);
+  EXPECT_GT(r->prompt_tokens, 512);
+  EXPECT_EQ(r->parts.front().first_page, 1);
+  EXPECT_EQ(r->parts.back().last_page, 9);
+  int64_t computed = 0;
+  for (size_t k = 0; k < r->parts.size(); ++k) {
+    if (k > 0) EXPECT_EQ(r->parts[k].first_page, r->parts[k - 1].last_page + 1);
+    EXPECT_LE(r->parts[k].run.prompt_tokens + 12, 512);
+    EXPECT_EQ(r->parts[k].run.generated_tokens, 12);
+    computed += r->parts[k].run.prefill_tokens_computed;
+  }
+  EXPECT_GT(r->prefill_tokens_computed, computed);  // plus the combining prompt
+  EXPECT_FALSE(r->reused_snapshot);
+  EXPECT_NE(notes_.find("map-reduce: "), std::string::npos) << notes_;
+
+  // Asked again: every part's document prefix comes from its snapshot.
+  auto again = ask(doc);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(again->reused_snapshot);
+  EXPECT_EQ(again->answer, r->answer);
+  EXPECT_EQ(index_.records.size(), r->parts.size());
+}
+
+TEST_F(AskDocument, CancelStopsAfterTheCurrentToken) {
+  const DocumentText doc = story_doc(2);
+  int pieces = 0;
+  const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
+    auto s = cpu::CpuSession::create(*model_, sp_);
+    if (!s) return s.error();
+    return std::unique_ptr<Session>(std::move(*s));
+  };
+  AskCallbacks cb;
+  cb.piece = [&](int, const std::string&) { ++pieces; };
+  cb.cancelled = [&] { return pieces >= 3; };
+  auto r = ask_document(*tok_, doc, params_, factory, &index_, cb);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "cancelled");
+  EXPECT_EQ(pieces, 3);
+}
+
+TEST_F(AskDocument, ADocumentWithoutTextIsNeverAnswered) {
+  DocumentText doc;
+  doc.id = 5;
+  doc.title = "scan";
+  doc.pages = {{1, "", true, false, false, {}}, {2, "", true, false, false, {}}};
+  auto r = ask(doc);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "document 5 (scan) has no text: all 2 of its pages are scanned images (or "
+            "undecodable) without a text layer; they need OCR (ingest with --ocr); not answering");
+  EXPECT_TRUE(index_.records.empty());
+  doc.pages.resize(1);
+  r = ask(doc);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("has no text: its one page is a scanned image"),
+            std::string::npos)
+      << r.error().message;
+}
+
+}  // namespace
+}  // namespace spw::app

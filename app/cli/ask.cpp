@@ -1,0 +1,387 @@
+#include "app/cli/ask.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/ask/ask.h"
+#include "app/cli/cli_common.h"
+#include "app/ingest/ingest.h"
+#include "app/paths.h"
+#include "app/store/library.h"
+#include "engine/backend/cpu/cpu_session.h"
+#include "engine/chat/chat_template.h"
+#include "engine/kv/snapshot.h"
+#include "engine/session/device.h"
+
+namespace spw::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int ask_fail(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.message.c_str());
+  return 1;
+}
+
+// The library's kv_snapshots table as the ask pipeline's snapshot index.
+class LibrarySnapshots final : public app::SnapshotIndex {
+ public:
+  explicit LibrarySnapshots(app::Library& lib) : lib_(lib) {}
+  std::optional<std::string> find(const app::SnapshotKey& key) override {
+    auto r = lib_.find_snapshot(key.model_fingerprint, key.prefix_hash);
+    if (!r || !*r) return std::nullopt;
+    return (*r)->path;
+  }
+  Status put(const app::SnapshotKey& key, const std::string& path, int64_t size_bytes,
+             int64_t n_tokens) override {
+    app::SnapshotRecord rec;
+    rec.model_fingerprint = key.model_fingerprint;
+    rec.prefix_hash = key.prefix_hash;
+    rec.path = path;
+    rec.size_bytes = size_bytes;
+    rec.n_tokens = n_tokens;
+    return lib_.put_snapshot(rec);
+  }
+  void remove(const app::SnapshotKey& key) override {
+    (void)lib_.remove_snapshot(key.model_fingerprint, key.prefix_hash);
+  }
+
+ private:
+  app::Library& lib_;
+};
+
+app::DocumentText to_document_text(const app::DocumentRecord& d,
+                                   std::vector<app::PageRecord> pages) {
+  app::DocumentText doc;
+  doc.id = d.id;
+  doc.title = d.title;
+  doc.pages.reserve(pages.size());
+  for (app::PageRecord& p : pages) {
+    app::PageText t;
+    t.page_no = p.page_no;
+    t.text = std::move(p.text);
+    t.scanned = p.scanned;
+    t.ocr = p.ocr;
+    t.undecodable = p.undecodable;
+    t.boilerplate = std::move(p.boilerplate);
+    doc.pages.push_back(std::move(t));
+  }
+  return doc;
+}
+
+// Opens the library and finds the document: by id, or by ingesting FILE (a file already in the
+// library is found by its hash and not read again).
+Expected<app::DocumentText> load_document(const AskArgs& a, app::Library& lib) {
+  int64_t id = a.doc_id;
+  if (!a.file.empty()) {
+    app::IngestOptions io;
+    io.password = a.password;
+    io.ocr = a.ocr;
+    auto r = app::ingest_file(lib, a.file, io);
+    if (!r) return r.error();
+    for (const app::PageWarning& w : r->warnings) {
+      if (w.page_no > 0)
+        std::fprintf(stderr, "warning: %s: page %d: %s\n", a.file.c_str(), w.page_no,
+                     w.message.c_str());
+      else
+        std::fprintf(stderr, "warning: %s: %s\n", a.file.c_str(), w.message.c_str());
+    }
+    std::fprintf(stderr, "%s: %s document %lld\n", a.file.c_str(),
+                 r->already_present ? "already in the library as" : "ingested as",
+                 static_cast<long long>(r->doc_id));
+    id = r->doc_id;
+  }
+  auto rec = lib.document(id);
+  if (!rec) return rec.error();
+  auto pages = lib.pages(id);
+  if (!pages) return pages.error();
+  return to_document_text(*rec, std::move(*pages));
+}
+
+nlohmann::json citation_json(const app::CitationCheck& c) {
+  nlohmann::json j;
+  j["page"] = c.citation.page;
+  j["quote"] = c.citation.quote;
+  j["verified"] = c.verified;
+  j["begin"] = c.begin;
+  j["end"] = c.end;
+  j["byte_begin"] = c.byte_begin;
+  j["byte_end"] = c.byte_end;
+  if (!c.verified) j["reason"] = c.reason;
+  j["found_on_page"] = c.found_on_page > 0 ? nlohmann::json(c.found_on_page) : nlohmann::json();
+  return j;
+}
+
+std::string citation_line(const app::CitationCheck& c) {
+  std::string line = fmt::format("  [p. {}]", c.citation.page);
+  if (!c.citation.quote.empty()) line += fmt::format(" \"{}\"", c.citation.quote);
+  if (c.verified) {
+    line +=
+        fmt::format(" -- verified (page {}, characters {}-{})", c.citation.page, c.begin, c.end);
+  } else {
+    line += fmt::format(" -- UNVERIFIED: {}", c.reason);
+    if (c.found_on_page > 0) line += fmt::format(" (the quote is on page {})", c.found_on_page);
+  }
+  return line;
+}
+
+std::string pages_text(int first, int last) {
+  return first == last ? fmt::format("p. {}", first) : fmt::format("pp. {}-{}", first, last);
+}
+
+}  // namespace
+
+CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
+  a.sampling.temp = 0.0f;
+  auto* c = app.add_subcommand(
+      "ask", "Ask a question about a document (whole document in context, cited pages)");
+  c->add_option("-m,--model", a.model, "GGUF file")->required();
+  auto* o_doc = c->add_option("--doc", a.doc_id, "Document id in the library (see docs list)");
+  auto* o_file = c->add_option("file", a.file, "A PDF file: ingested first (or found by hash)");
+  o_doc->excludes(o_file);
+  c->add_option("-q,--question", a.question, "The question")->required();
+  c->add_option("-n,--n-predict", a.n_predict,
+                "Answer tokens (-1: until end of text or the context is full)")
+      ->capture_default_str();
+  c->add_option("-c,--ctx-size", a.n_ctx, "Context length in tokens (0: the model's)")
+      ->capture_default_str();
+  c->add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
+  c->add_option("--temp", a.sampling.temp, "Temperature (0: greedy argmax)")->capture_default_str();
+  c->add_option("--top-k", a.sampling.top_k, "Top-k (0: off)")->capture_default_str();
+  c->add_option("--top-p", a.sampling.top_p, "Top-p (1: off)")->capture_default_str();
+  c->add_option("--min-p", a.sampling.min_p, "Min-p (0: off)")->capture_default_str();
+  c->add_option("--repeat-penalty", a.sampling.repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str();
+  c->add_option("--repeat-last-n", a.sampling.repeat_last_n, "Tokens the penalty looks back over")
+      ->capture_default_str();
+  c->add_option("-s,--seed", a.sampling.seed, "Random seed (default: random)");
+  c->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
+      ->capture_default_str();
+  c->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
+      ->capture_default_str();
+  c->add_option("--device", a.device,
+                "Where the model runs: auto | cpu | cuda (saved KV needs the CPU session)")
+      ->capture_default_str();
+  c->add_option("--template", a.template_name,
+                "Chat template instead of the detected one: " + chat_family_names());
+  add_kv_options(*c, a.kv);
+  c->add_flag("--map-reduce", a.map_reduce,
+              "When the document is longer than the context: answer over page-aligned parts, "
+              "then combine");
+  c->add_flag("--no-snapshot", a.no_snapshot,
+              "Neither restore nor save the document's prefilled KV");
+  c->add_flag("--json", a.json, "Stream to stderr; print one JSON object on stdout");
+  c->add_option("--password", a.password, "FILE: the PDF's password (never stored)");
+  c->add_flag("--ocr", a.ocr, "FILE: OCR pages without a text layer (tesseract)");
+  return c;
+}
+
+int run_ask(const AskArgs& a) {
+  if (a.doc_id < 0 && a.file.empty())
+    return ask_fail(Error{"ask needs a document: --doc ID or a PDF file"});
+  if (a.question.find_first_not_of(" \t\r\n") == std::string::npos)
+    return ask_fail(Error{"-q: the question is empty"});
+  if (auto st = validate(a.sampling); !st) return ask_fail(st.error());
+  if (a.n_ctx < 0) return ask_fail(make_error("-c {} must not be negative", a.n_ctx));
+  if (a.n_threads < 0) return ask_fail(make_error("-t {} must not be negative", a.n_threads));
+  if (a.n_predict < -1 || a.n_predict == 0)
+    return ask_fail(
+        make_error("-n {}: use a count of 1 or more, or -1 (until the end of text)", a.n_predict));
+  auto kt = parse_kv_type(a.cache_type_k);
+  if (!kt) return ask_fail(make_error("--cache-type-k: {}", kt.error().message));
+  auto vt = parse_kv_type(a.cache_type_v);
+  if (!vt) return ask_fail(make_error("--cache-type-v: {}", vt.error().message));
+  auto device = parse_device(a.device);
+  if (!device) return ask_fail(make_error("--device: {}", device.error().message));
+  if (!a.template_name.empty()) {
+    if (auto f = parse_chat_family(a.template_name); !f)
+      return ask_fail(make_error("--template: {}", f.error().message));
+  }
+  auto paging = make_paging(a.kv);
+  if (!paging) return ask_fail(paging.error());
+
+  auto loaded = load_model(a.model);
+  if (!loaded) return ask_fail(loaded.error());
+  const Model& model = *loaded->model;
+  const Tokenizer& tk = *loaded->tokenizer;
+  if (a.n_ctx > model.config().n_ctx_train) {
+    std::fprintf(stderr,
+                 "warning: -c %lld is longer than the %lld tokens the model was trained on; "
+                 "quality degrades past that\n",
+                 static_cast<long long>(a.n_ctx),
+                 static_cast<long long>(model.config().n_ctx_train));
+  }
+
+  app::PathOverrides po;
+  po.data_dir = a.data_dir;
+  auto paths = app::prepare_paths(po);
+  if (!paths) return ask_fail(paths.error());
+  auto lib = app::Library::open(app::library_db_file(paths->data_dir));
+  if (!lib) return ask_fail(lib.error());
+  auto doc = load_document(a, **lib);
+  if (!doc) return ask_fail(doc.error());
+
+  auto tmpl = read_chat_template(model.file());
+  if (!tmpl) return ask_fail(tmpl.error());
+  const std::optional<std::string_view> tmpl_text =
+      *tmpl ? std::optional<std::string_view>(**tmpl) : std::nullopt;
+  auto choice = select_chat_template(tmpl_text, a.template_name);
+  if (!choice) return ask_fail(choice.error());
+  if (!choice->warning.empty()) std::fprintf(stderr, "warning: %s\n", choice->warning.c_str());
+
+  SessionParams sp;
+  sp.n_ctx = a.n_ctx;
+  sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
+  sp.kv_type_k = *kt;
+  sp.kv_type_v = *vt;
+  BackendOptions opts;
+  opts.device = *device;
+  opts.n_ubatch = a.kv.n_ubatch;
+  opts.paging = *paging;
+  bool snapshots = !a.no_snapshot;
+  // Saved KV needs the CPU session's paged cache: auto picks it, as generate does for --save-kv.
+  if (snapshots && *device == DeviceKind::Auto) {
+    opts.device = DeviceKind::Cpu;
+    if (probe_cuda().usable) {
+      std::fprintf(stderr,
+                   "note: saved document KV needs the CPU session's paged KV cache; running on "
+                   "the CPU (--no-snapshot runs on CUDA)\n");
+    }
+  } else if (snapshots && *device == DeviceKind::Cuda) {
+    std::fprintf(stderr,
+                 "note: --device cuda has no saved KV yet (snapshots are the CPU session's); "
+                 "the document is prefilled each time\n");
+    snapshots = false;
+  }
+  bool noted = false;
+  std::string backend;
+  const app::SessionFactory make_session = [&]() -> Expected<std::unique_ptr<Session>> {
+    auto c = create_session(model, sp, opts);
+    if (!c) return c.error();
+    if (!noted) {
+      backend = c->backend;
+      if (!c->note.empty()) std::fprintf(stderr, "note: %s\n", c->note.c_str());
+      auto* cpu = dynamic_cast<cpu::CpuSession*>(c->session.get());
+      if (cpu && cpu->paging().attention != KvAttention::Exact) {
+        std::fprintf(stderr, "note: attention %s: an approximation of exact attention\n",
+                     kv_attention_name(cpu->paging(), true).c_str());
+      }
+      noted = true;
+    }
+    return std::move(c->session);
+  };
+
+  app::AskParams ap;
+  ap.question = a.question;
+  ap.n_predict = a.n_predict;
+  ap.sampling = a.sampling;
+  ap.map_reduce = a.map_reduce;
+  ap.use_snapshots = snapshots;
+  ap.snapshot_dir = (paths->cache_dir / "snapshots").string();
+  ap.model_fingerprint = kv::model_fingerprint(model);
+  ap.kv_config = app::snapshot_kv_config(sp, *paging);
+  ap.family = choice->family;
+
+  Utf8Streamer answer_out(a.json ? stderr : stdout);
+  Utf8Streamer part_out(stderr);
+  int current_part = -1;
+  int first_page = 0, last_page = 0;
+  app::AskCallbacks cb;
+  cb.note = [&](const std::string& line) {
+    part_out.finish();
+    answer_out.finish();
+    std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  cb.part_start = [&](int part, int n_parts, int first, int last) {
+    if (current_part > 0) {
+      part_out.finish();
+      std::fprintf(stderr, "\n");
+    }
+    current_part = part;
+    if (part > 0) {
+      std::fprintf(stderr, "[part %d of %d: %s]\n", part, n_parts, pages_text(first, last).c_str());
+      if (first_page == 0) first_page = first;
+      last_page = last;
+      return;
+    }
+    std::fprintf(stderr, "[combining the answers of the %d parts]\n", n_parts);
+    if (!a.json) {
+      std::printf(
+          "[map-reduce: the document is longer than the context; this answer combines "
+          "the answers of %d parts of it (%s), each asked on its own]\n\n",
+          n_parts, pages_text(first_page, last_page).c_str());
+      std::fflush(stdout);
+    }
+  };
+  cb.piece = [&](int part, const std::string& piece) {
+    (part > 0 ? part_out : answer_out).write(piece);
+  };
+
+  LibrarySnapshots index(**lib);
+  auto res = app::ask_document(tk, *doc, ap, make_session, &index, cb);
+  part_out.finish();
+  answer_out.finish();
+  if (!res) return ask_fail(res.error());
+  if (!res->stopped.empty()) std::fprintf(stderr, "\n[stopped: %s]\n", res->stopped.c_str());
+  std::fprintf(stderr,
+               "%sprefill: %lld tokens computed, %lld restored from saved KV; %lld "
+               "tokens generated\n",
+               a.json ? "\n" : "", static_cast<long long>(res->prefill_tokens_computed),
+               static_cast<long long>(res->reused_tokens),
+               static_cast<long long>(res->generated_tokens));
+
+  if (a.json) {
+    nlohmann::json j;
+    j["doc_id"] = doc->id;
+    j["title"] = doc->title;
+    j["question"] = a.question;
+    j["answer"] = res->answer;
+    j["citations"] = nlohmann::json::array();
+    for (const auto& c : res->citations) j["citations"].push_back(citation_json(c));
+    j["document_tokens"] = res->document_tokens;
+    j["question_tokens"] = res->question_tokens;
+    j["prompt_tokens"] = res->prompt_tokens;
+    j["context"] = res->context;
+    j["prefill_tokens_computed"] = res->prefill_tokens_computed;
+    j["generated_tokens"] = res->generated_tokens;
+    j["reused_snapshot"] = res->reused_snapshot;
+    j["reused_tokens"] = res->reused_tokens;
+    j["map_reduce"] = res->map_reduce;
+    j["template"] = std::string(chat_family_name(choice->family));
+    j["backend"] = backend;
+    j["pages_without_text"] = res->pages_without_text;
+    if (res->map_reduce) {
+      j["parts"] = nlohmann::json::array();
+      for (const auto& p : res->parts) {
+        j["parts"].push_back({{"first_page", p.first_page},
+                              {"last_page", p.last_page},
+                              {"answer", p.run.text},
+                              {"prompt_tokens", p.run.prompt_tokens},
+                              {"prefill_tokens_computed", p.run.prefill_tokens_computed},
+                              {"reused_snapshot", p.run.reused_snapshot}});
+      }
+    }
+    j["stopped"] = res->stopped.empty() ? nlohmann::json() : nlohmann::json(res->stopped);
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("\n\n");
+  if (res->citations.empty()) {
+    std::printf("Citations: none\n");
+  } else {
+    size_t verified = 0;
+    for (const auto& c : res->citations) verified += c.verified;
+    std::printf("Citations: %zu verified, %zu unverified\n", verified,
+                res->citations.size() - verified);
+    for (const auto& c : res->citations) std::printf("%s\n", citation_line(c).c_str());
+  }
+  return 0;
+}
+
+}  // namespace spw::cli

@@ -1,0 +1,313 @@
+#include "app/cli/ingest_docs.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/ingest/ingest.h"
+#include "app/paths.h"
+#include "app/store/library.h"
+
+namespace spw::cli {
+namespace {
+
+using app::DocumentRecord;
+using app::Library;
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Expected<std::unique_ptr<Library>> open_library(const std::string& data_dir) {
+  app::PathOverrides o;
+  o.data_dir = data_dir;
+  auto paths = app::prepare_paths(o);
+  if (!paths) return paths.error();
+  return Library::open(app::library_db_file(paths->data_dir));
+}
+
+nlohmann::json document_json(const DocumentRecord& d) {
+  return {{"id", d.id},
+          {"title", d.title},
+          {"path", d.path},
+          {"sha256", d.sha256},
+          {"pages", d.n_pages},
+          {"characters", d.n_chars},
+          {"encrypted", d.encrypted},
+          {"repaired", d.repaired},
+          {"scanned_pages", d.n_scanned},
+          {"ocr_pages", d.n_ocr},
+          {"undecodable_pages", d.n_undecodable},
+          {"no_text", d.no_text},
+          {"added_at", d.added_at}};
+}
+
+std::string flags_text(const DocumentRecord& d) {
+  std::string f;
+  auto add = [&](const std::string& s) { f += (f.empty() ? "" : ",") + s; };
+  if (d.encrypted) add("encrypted");
+  if (d.repaired) add("repaired");
+  if (d.n_scanned > 0) add(fmt::format("scanned:{}", d.n_scanned));
+  if (d.n_ocr > 0) add(fmt::format("ocr:{}", d.n_ocr));
+  if (d.n_undecodable > 0) add(fmt::format("undecodable:{}", d.n_undecodable));
+  if (d.no_text) add("no-text");
+  return f.empty() ? "-" : f;
+}
+
+// Progress on stderr: a rewritten line on a terminal, else a line per tenth of the pages.
+class Progress final {
+ public:
+  explicit Progress(std::string name) : name_(std::move(name)), tty_(isatty(STDERR_FILENO)) {}
+  bool operator()(int done, int total) {
+    if (tty_) {
+      std::fprintf(stderr, "\r%s: page %d/%d", name_.c_str(), done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (total >= 10) {
+      const int tenth = done * 10 / total;
+      if (tenth != last_tenth_) {
+        std::fprintf(stderr, "%s: page %d/%d\n", name_.c_str(), done, total);
+        last_tenth_ = tenth;
+      }
+    }
+    return true;
+  }
+
+ private:
+  std::string name_;
+  bool tty_;
+  int last_tenth_ = 0;
+};
+
+}  // namespace
+
+CLI::App* add_ingest_command(CLI::App& app, IngestArgs& a) {
+  auto* c = app.add_subcommand("ingest", "Add PDF files to the library (text per page, indexed)");
+  c->add_option("files", a.files, "PDF files")->required();
+  c->add_option("--password", a.password,
+                "Password of an encrypted PDF (tried after the empty one; never stored)");
+  c->add_flag("--ocr", a.ocr, "Read pages without a text layer with tesseract OCR");
+  c->add_flag("--json", a.json, "One single-line JSON object per file on stdout");
+  return c;
+}
+
+int run_ingest(const IngestArgs& a) {
+  auto lib = open_library(a.data_dir);
+  if (!lib) return fail(lib.error().message);
+  app::IngestOptions opts;
+  opts.password = a.password;
+  opts.ocr = a.ocr;
+  int rc = 0;
+  for (const std::string& file : a.files) {
+    Progress progress(file);
+    auto r = app::ingest_file(**lib, file, opts, std::ref(progress));
+    if (!r) {
+      rc = 1;
+      std::fprintf(stderr, "error: %s\n", r.error().message.c_str());
+      if (a.json) {
+        std::printf("%s\n", dump({{"file", file}, {"error", r.error().message}}).c_str());
+        std::fflush(stdout);
+      }
+      continue;
+    }
+    const DocumentRecord& d = r->document;
+    for (const app::PageWarning& w : r->warnings) {
+      if (w.page_no > 0) {
+        std::fprintf(stderr, "warning: %s p. %d: %s\n", file.c_str(), w.page_no, w.message.c_str());
+      } else {
+        std::fprintf(stderr, "warning: %s: %s\n", file.c_str(), w.message.c_str());
+      }
+    }
+    if (a.json) {
+      nlohmann::json j = document_json(d);
+      j["file"] = file;
+      j["already_present"] = r->already_present;
+      j["warnings"] = nlohmann::json::array();
+      for (const app::PageWarning& w : r->warnings)
+        j["warnings"].push_back({{"page", w.page_no}, {"message", w.message}});
+      std::printf("%s\n", dump(j).c_str());
+    } else if (r->already_present) {
+      std::printf("document %lld: %s (already in the library)\n", static_cast<long long>(d.id),
+                  file.c_str());
+    } else {
+      std::printf("document %lld: %s: %d page%s, %lld characters%s\n", static_cast<long long>(d.id),
+                  file.c_str(), d.n_pages, d.n_pages == 1 ? "" : "s",
+                  static_cast<long long>(d.n_chars),
+                  flags_text(d) == "-" ? "" : (" [" + flags_text(d) + "]").c_str());
+    }
+    std::fflush(stdout);
+  }
+  return rc;
+}
+
+CLI::App* add_docs_command(CLI::App& app, DocsArgs& a) {
+  auto* c = app.add_subcommand("docs", "The library: list, show, search and remove documents");
+  c->require_subcommand(1);
+  a.list = c->add_subcommand("list", "All documents: id, pages, characters, flags, title");
+  a.show = c->add_subcommand("show", "One document: its pages and flags, or its text");
+  a.show->add_option("id", a.id, "Document id")->required();
+  a.show->add_option("--page", a.page, "Only this page (1-based)")->check(CLI::PositiveNumber);
+  a.show->add_flag("--text", a.text,
+                   "Print the normalised text, each page preceded by a line [p. N]");
+  a.search = c->add_subcommand("search", "Full-text search: document, page and a snippet");
+  a.search->add_option("query", a.query, "Words to find (all of them, on one page)")->required();
+  a.search->add_option("--doc", a.doc, "Only in this document");
+  a.search->add_option("--limit", a.limit, "At most this many hits")->capture_default_str();
+  a.remove = c->add_subcommand("remove", "Remove a document, its pages and its chats");
+  a.remove->add_option("id", a.id, "Document id")->required();
+  for (auto* sub : {a.list, a.show, a.search, a.remove}) {
+    sub->add_flag("--json", a.json, "One JSON object on stdout");
+    sub->fallthrough();  // global options (--data-dir) after the command
+  }
+  return c;
+}
+
+namespace {
+
+int docs_list(Library& lib, const DocsArgs& a) {
+  auto docs = lib.documents();
+  if (!docs) return fail(docs.error().message);
+  if (a.json) {
+    nlohmann::json j = {{"documents", nlohmann::json::array()}};
+    for (const DocumentRecord& d : *docs) j["documents"].push_back(document_json(d));
+    std::printf("%s\n", dump(j).c_str());
+    return 0;
+  }
+  if (docs->empty()) {
+    std::fprintf(stderr, "the library is empty (add PDFs with: spillway-cli ingest FILE.pdf)\n");
+    return 0;
+  }
+  std::printf("%4s  %5s  %10s  %-24s  %s\n", "ID", "PAGES", "CHARS", "FLAGS", "TITLE");
+  for (const DocumentRecord& d : *docs) {
+    std::printf("%4lld  %5d  %10lld  %-24s  %s\n", static_cast<long long>(d.id), d.n_pages,
+                static_cast<long long>(d.n_chars), flags_text(d).c_str(), d.title.c_str());
+  }
+  return 0;
+}
+
+int docs_show(Library& lib, const DocsArgs& a) {
+  auto doc = lib.document(a.id);
+  if (!doc) return fail(doc.error().message);
+  std::vector<app::PageRecord> pages;
+  if (a.page > 0) {
+    auto p = lib.page(a.id, a.page);
+    if (!p) return fail(p.error().message);
+    pages.push_back(std::move(*p));
+  } else {
+    auto all = lib.pages(a.id);
+    if (!all) return fail(all.error().message);
+    pages = std::move(*all);
+  }
+  auto n_chars = [](const std::string& s) {
+    int64_t n = 0;
+    for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+  };
+  if (a.json) {
+    nlohmann::json j = document_json(*doc);
+    j["page_count"] = doc->n_pages;
+    j["pages"] = nlohmann::json::array();
+    for (const app::PageRecord& p : pages) {
+      nlohmann::json pj = {{"page", p.page_no},
+                           {"scanned", p.scanned},
+                           {"ocr", p.ocr},
+                           {"undecodable", p.undecodable},
+                           {"characters", n_chars(p.text)},
+                           {"boilerplate", nlohmann::json::array()}};
+      for (const auto& [b, e] : p.boilerplate) pj["boilerplate"].push_back({b, e});
+      if (a.text || a.page > 0) pj["text"] = p.text;
+      if (a.page > 0) pj["original_text"] = p.original_text;
+      j["pages"].push_back(std::move(pj));
+    }
+    std::printf("%s\n", dump(j).c_str());
+    return 0;
+  }
+  if (a.text) {
+    for (size_t i = 0; i < pages.size(); ++i) {
+      std::printf("%s[p. %d]\n%s\n", i > 0 ? "\n" : "", pages[i].page_no, pages[i].text.c_str());
+    }
+    if (doc->no_text) {
+      std::fprintf(stderr, "note: document %lld has no text (scanned; ingest with --ocr)\n",
+                   static_cast<long long>(doc->id));
+    }
+    return 0;
+  }
+  std::printf("id:         %lld\ntitle:      %s\npath:       %s\nsha256:     %s\n",
+              static_cast<long long>(doc->id), doc->title.c_str(), doc->path.c_str(),
+              doc->sha256.c_str());
+  std::printf("pages:      %d\ncharacters: %lld\nflags:      %s\n", doc->n_pages,
+              static_cast<long long>(doc->n_chars), flags_text(*doc).c_str());
+  for (const app::PageRecord& p : pages) {
+    std::string flags;
+    if (p.scanned) flags += " scanned";
+    if (p.ocr) flags += " ocr";
+    if (p.undecodable) flags += " undecodable";
+    if (!p.boilerplate.empty()) flags += " header/footer";
+    std::printf("p. %-4d %8lld chars%s\n", p.page_no, static_cast<long long>(n_chars(p.text)),
+                flags.c_str());
+  }
+  return 0;
+}
+
+int docs_search(Library& lib, const DocsArgs& a) {
+  if (a.doc != 0) {
+    if (auto d = lib.document(a.doc); !d) return fail(d.error().message);
+  }
+  auto hits = lib.search(a.query, a.limit, a.doc);
+  if (!hits) return fail(hits.error().message);
+  if (a.json) {
+    nlohmann::json j = {{"query", a.query}, {"hits", nlohmann::json::array()}};
+    for (const app::SearchHit& h : *hits) {
+      j["hits"].push_back({{"document", h.doc_id},
+                           {"title", h.title},
+                           {"page", h.page_no},
+                           {"snippet", h.snippet}});
+    }
+    std::printf("%s\n", dump(j).c_str());
+    return 0;
+  }
+  if (hits->empty()) std::fprintf(stderr, "no matches for \"%s\"\n", a.query.c_str());
+  for (const app::SearchHit& h : *hits) {
+    std::string snippet = h.snippet;
+    for (char& c : snippet) {
+      if (c == '\n') c = ' ';
+    }
+    std::printf("%lld p. %d  %s: %s\n", static_cast<long long>(h.doc_id), h.page_no,
+                h.title.c_str(), snippet.c_str());
+  }
+  return 0;
+}
+
+int docs_remove(Library& lib, const DocsArgs& a) {
+  auto doc = lib.document(a.id);
+  if (!doc) return fail(doc.error().message);
+  if (auto s = lib.remove_document(a.id); !s) return fail(s.error().message);
+  if (a.json) {
+    std::printf("%s\n", dump({{"removed", a.id}, {"title", doc->title}}).c_str());
+  } else {
+    std::printf("removed document %lld (%s)\n", static_cast<long long>(a.id), doc->title.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_docs(const DocsArgs& a) {
+  auto lib = open_library(a.data_dir);
+  if (!lib) return fail(lib.error().message);
+  if (*a.list) return docs_list(**lib, a);
+  if (*a.show) return docs_show(**lib, a);
+  if (*a.search) return docs_search(**lib, a);
+  if (*a.remove) return docs_remove(**lib, a);
+  return fail("docs needs a command: list, show, search or remove");
+}
+
+}  // namespace spw::cli

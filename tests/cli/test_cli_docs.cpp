@@ -1,0 +1,342 @@
+// spillway-cli ingest and docs, black box: JSON shapes, exit codes, the library under
+// --data-dir, re-ingest, search, remove, encrypted files.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/json_output.h"
+#include "tests/support/pdf_builder.h"
+
+namespace spw {
+namespace {
+
+namespace fs = std::filesystem;
+using test::PdfDoc;
+using test::PdfPage;
+using test::PdfTextRun;
+
+// Whether `tool` is an executable in $PATH (no output redirected anywhere to find out).
+bool on_path(const std::string& tool) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const fs::path candidate = fs::path(dirs.substr(start, end - start)) / tool;
+    if (::access(candidate.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+fs::path tmp_dir() { return cli_test_dir("spillway-cli-docs-test"); }
+
+CliResult run(const std::vector<std::string>& args) {
+  return run_cli(SPILLWAY_CLI_PATH, args, tmp_dir().string());
+}
+
+// A fresh data folder per test.
+fs::path data_dir(const std::string& name) {
+  const fs::path d = tmp_dir() / ("data-" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+std::vector<std::string> with_data(std::vector<std::string> args, const fs::path& dir) {
+  args.push_back("--data-dir");
+  args.push_back(dir.string());
+  return args;
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      v.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception& e) {
+      ADD_FAILURE() << "not one JSON object per line: " << e.what() << "\n" << out;
+    }
+  }
+  return v;
+}
+
+// Three pages of text; the word "indemnification" only on page 2.
+fs::path text_pdf(const std::string& name, const std::string& tag = "") {
+  PdfDoc doc;
+  doc.title = "Service Agreement" + tag;
+  const std::vector<std::string> bodies = {"Introduction and background" + tag + ".",
+                                           "The indemnification clause applies.",
+                                           "Signatures of both parties."};
+  for (const std::string& body : bodies) {
+    PdfPage p;
+    p.runs.push_back(PdfTextRun{72, 700, 12, body, 0, 0});
+    doc.pages.push_back(p);
+  }
+  const fs::path f = tmp_dir() / name;
+  test::write_file(f, test::build_pdf(doc));
+  return f;
+}
+
+fs::path scanned_pdf(const std::string& name) {
+  PdfPage scan;
+  test::PdfImage im;
+  im.width = im.height = 16;
+  im.gray.assign(256, '\x10');
+  im.x = 72;
+  im.y = 400;
+  im.w = im.h = 200;
+  scan.images.push_back(im);
+  PdfPage text;
+  text.runs.push_back(PdfTextRun{72, 700, 12, "Typed second page.", 0, 0});
+  const fs::path f = tmp_dir() / name;
+  test::write_file(f, test::build_pdf(PdfDoc{{scan, text}, "", {}}));
+  return f;
+}
+
+TEST(CliDocs, IngestJsonIsOneLinePerFileWithTheDocumentsNumbers) {
+  const fs::path d = data_dir("ingest-json");
+  const fs::path a = text_pdf("a.pdf");
+  const fs::path b = scanned_pdf("b.pdf");
+  const CliResult r = run(with_data({"ingest", a.string(), b.string(), "--json"}, d));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  const auto& ja = lines[0];
+  EXPECT_EQ(ja["file"], a.string());
+  EXPECT_TRUE(ja["id"].is_number_integer());
+  EXPECT_EQ(ja["pages"], 3);
+  EXPECT_EQ(ja["characters"], 28 + 35 + 27);
+  EXPECT_EQ(ja["title"], "Service Agreement");
+  EXPECT_EQ(ja["already_present"], false);
+  EXPECT_EQ(ja["encrypted"], false);
+  EXPECT_EQ(ja["repaired"], false);
+  EXPECT_EQ(ja["scanned_pages"], 0);
+  EXPECT_EQ(ja["warnings"], nlohmann::json::array());
+  const auto& jb = lines[1];
+  EXPECT_NE(jb["id"], ja["id"]);
+  EXPECT_EQ(jb["pages"], 2);
+  EXPECT_EQ(jb["scanned_pages"], 1);
+  EXPECT_EQ(jb["no_text"], false);
+  ASSERT_EQ(jb["warnings"].size(), 1u);
+  EXPECT_EQ(jb["warnings"][0]["page"], 1);
+  EXPECT_NE(jb["warnings"][0]["message"].get<std::string>().find("--ocr"), std::string::npos);
+  // The user is told on stderr too; the database is where --data-dir says.
+  EXPECT_NE(r.err.find("p. 1: no text layer"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(d / "library.sqlite3"));
+}
+
+TEST(CliDocs, ReingestPrintsTheSameIdAndStoresNothing) {
+  const fs::path d = data_dir("reingest");
+  const fs::path a = text_pdf("again.pdf");
+  const CliResult first = run(with_data({"ingest", "--json", a.string()}, d));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const CliResult second = run(with_data({"ingest", "--json", a.string()}, d));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto j1 = test::parse_one_object(first.out);
+  const auto j2 = test::parse_one_object(second.out);
+  EXPECT_EQ(j2["id"], j1["id"]);
+  EXPECT_EQ(j2["already_present"], true);
+  const CliResult text = run(with_data({"ingest", a.string()}, d));
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_EQ(text.out,
+            "document " + j1["id"].dump() + ": " + a.string() + " (already in the library)\n");
+  const CliResult list = run(with_data({"docs", "list", "--json"}, d));
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto jl = test::parse_one_object(list.out);
+  ASSERT_EQ(jl["documents"].size(), 1u);
+  EXPECT_EQ(jl["documents"][0]["id"], j1["id"]);
+  EXPECT_EQ(jl["documents"][0]["pages"], 3);
+}
+
+TEST(CliDocs, ShowTextPrintsEachPageAfterItsMarker) {
+  const fs::path d = data_dir("show-text");
+  const CliResult in = run(with_data({"ingest", "--json", text_pdf("show.pdf").string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const std::string id = test::parse_one_object(in.out)["id"].dump();
+  const CliResult all = run(with_data({"docs", "show", id, "--text"}, d));
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out,
+            "[p. 1]\nIntroduction and background.\n\n[p. 2]\nThe indemnification clause "
+            "applies.\n\n[p. 3]\nSignatures of both parties.\n");
+  const CliResult one = run(with_data({"docs", "show", id, "--page", "2", "--text"}, d));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "[p. 2]\nThe indemnification clause applies.\n");
+  const CliResult bad = run(with_data({"docs", "show", id, "--page", "9"}, d));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "error: document " + id + " has no page 9 (it has 3 pages)\n");
+  const CliResult plain = run(with_data({"docs", "show", id}, d));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("title:      Service Agreement"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("pages:      3"), std::string::npos) << plain.out;
+}
+
+TEST(CliDocs, ShowJsonHasPerPageObjectsWithTheScannedFlag) {
+  const fs::path d = data_dir("show-json");
+  const CliResult in = run(with_data({"ingest", "--json", scanned_pdf("s.pdf").string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const std::string id = test::parse_one_object(in.out)["id"].dump();
+  const CliResult r = run(with_data({"docs", "show", id, "--json"}, d));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = test::parse_one_object(r.out);
+  EXPECT_EQ(j["id"].dump(), id);
+  EXPECT_EQ(j["scanned_pages"], 1);
+  ASSERT_EQ(j["pages"].size(), 2u);
+  EXPECT_EQ(j["pages"][0]["page"], 1);
+  EXPECT_EQ(j["pages"][0]["scanned"], true);
+  EXPECT_EQ(j["pages"][0]["ocr"], false);
+  EXPECT_EQ(j["pages"][0]["characters"], 0);
+  EXPECT_EQ(j["pages"][1]["page"], 2);
+  EXPECT_EQ(j["pages"][1]["scanned"], false);
+  EXPECT_EQ(j["pages"][1]["characters"], 18);
+  EXPECT_FALSE(j["pages"][1].contains("text"));
+  const CliResult t = run(with_data({"docs", "show", id, "--json", "--text"}, d));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(test::parse_one_object(t.out)["pages"][1]["text"], "Typed second page.");
+}
+
+TEST(CliDocs, SearchReturnsDocumentPageAndHighlightedSnippet) {
+  const fs::path d = data_dir("search");
+  const CliResult in = run(with_data({"ingest", "--json", text_pdf("q.pdf").string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const auto id = test::parse_one_object(in.out)["id"];
+  const CliResult r = run(with_data({"docs", "search", "Indemnification", "--json"}, d));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = test::parse_one_object(r.out);
+  EXPECT_EQ(j["query"], "Indemnification");
+  ASSERT_EQ(j["hits"].size(), 1u);
+  EXPECT_EQ(j["hits"][0]["document"], id);
+  EXPECT_EQ(j["hits"][0]["page"], 2);
+  EXPECT_EQ(j["hits"][0]["snippet"], "The **indemnification** clause applies.");
+  const CliResult text = run(with_data({"docs", "search", "indemnification"}, d));
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_EQ(text.out,
+            id.dump() + " p. 2  Service Agreement: The **indemnification** clause applies.\n");
+  const CliResult none = run(with_data({"docs", "search", "zebra", "--json"}, d));
+  ASSERT_EQ(none.exit_code, 0);
+  EXPECT_EQ(test::parse_one_object(none.out)["hits"], nlohmann::json::array());
+}
+
+TEST(CliDocs, RemoveDeletesTheDocument) {
+  const fs::path d = data_dir("remove");
+  const CliResult in = run(with_data({"ingest", "--json", text_pdf("r.pdf").string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const std::string id = test::parse_one_object(in.out)["id"].dump();
+  const CliResult r = run(with_data({"docs", "remove", id, "--json"}, d));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::parse_one_object(r.out)["removed"].dump(), id);
+  const CliResult list = run(with_data({"docs", "list", "--json"}, d));
+  EXPECT_EQ(test::parse_one_object(list.out)["documents"], nlohmann::json::array());
+  const CliResult again = run(with_data({"docs", "remove", id}, d));
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(again.err, "error: no document with id " + id + "\n");
+  const CliResult search = run(with_data({"docs", "search", "indemnification", "--json"}, d));
+  EXPECT_EQ(test::parse_one_object(search.out)["hits"], nlohmann::json::array());
+}
+
+TEST(CliDocs, AFailedFileExitsOneAndTheOthersAreStillIngested) {
+  const fs::path d = data_dir("partial");
+  const fs::path junk = tmp_dir() / "junk.pdf";
+  test::write_file(junk, "not a pdf\n");
+  const fs::path a = text_pdf("p1.pdf", " one");
+  const fs::path b = text_pdf("p2.pdf", " two");
+  const CliResult r =
+      run(with_data({"ingest", "--json", a.string(), junk.string(), b.string()}, d));
+  EXPECT_EQ(r.exit_code, 1);
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_TRUE(lines[0].contains("id"));
+  EXPECT_EQ(lines[1]["file"], junk.string());
+  EXPECT_EQ(lines[1]["error"],
+            "cannot open PDF '" + junk.string() + "': not a PDF, or damaged beyond repair");
+  EXPECT_FALSE(lines[1].contains("id"));
+  EXPECT_TRUE(lines[2].contains("id"));
+  EXPECT_NE(r.err.find("error: cannot open PDF '" + junk.string() + "'"), std::string::npos);
+  const CliResult list = run(with_data({"docs", "list", "--json"}, d));
+  EXPECT_EQ(test::parse_one_object(list.out)["documents"].size(), 2u);
+}
+
+TEST(CliDocs, EncryptedFileNeedsPasswordAndSaysSo) {
+  if (!on_path("qpdf")) GTEST_SKIP() << "qpdf not installed (needed to encrypt the test PDF)";
+  const fs::path d = data_dir("encrypted");
+  const fs::path plain = text_pdf("plain-enc.pdf");
+  const fs::path locked = tmp_dir() / "locked.pdf";
+  const std::string cmd = "qpdf --encrypt pw-user pw-owner 256 -- " + shell_quote(plain.string()) +
+                          " " + shell_quote(locked.string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const CliResult none = run(with_data({"ingest", locked.string()}, d));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(none.out, "");
+  EXPECT_NE(none.err.find("error: '" + locked.string() +
+                          "' is encrypted: a password is needed (--password)"),
+            std::string::npos)
+      << none.err;
+  const CliResult wrong = run(with_data({"ingest", locked.string(), "--password", "x"}, d));
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("wrong password"), std::string::npos) << wrong.err;
+  const CliResult ok =
+      run(with_data({"ingest", "--json", "--password", "pw-user", locked.string()}, d));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const auto j = test::parse_one_object(ok.out);
+  EXPECT_EQ(j["encrypted"], true);
+  EXPECT_EQ(j["pages"], 3);
+}
+
+TEST(CliDocs, DataDirIsAcceptedAnywhereOnTheLine) {
+  const fs::path d = data_dir("anywhere");
+  const CliResult in = run({"--data-dir", d.string(), "ingest", text_pdf("w.pdf").string()});
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const CliResult before = run({"--data-dir", d.string(), "docs", "list", "--json"});
+  const CliResult after = run({"docs", "list", "--json", "--data-dir", d.string()});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(before.out, after.out);
+  EXPECT_EQ(test::parse_one_object(after.out)["documents"].size(), 1u);
+  EXPECT_TRUE(fs::exists(d / "library.sqlite3"));
+}
+
+TEST(CliDocs, ErrorsForUnknownIdsAndMissingCommands) {
+  const fs::path d = data_dir("errors");
+  const CliResult show = run(with_data({"docs", "show", "999"}, d));
+  EXPECT_EQ(show.exit_code, 1);
+  EXPECT_EQ(show.out, "");
+  EXPECT_EQ(show.err, "error: no document with id 999\n");
+  const CliResult bare = run(with_data({"docs"}, d));
+  EXPECT_EQ(bare.exit_code, 1);
+  const CliResult no_files = run(with_data({"ingest"}, d));
+  EXPECT_EQ(no_files.exit_code, 1);
+  const CliResult empty = run(with_data({"docs", "list"}, d));
+  EXPECT_EQ(empty.exit_code, 0);
+  EXPECT_EQ(empty.out, "");
+  EXPECT_NE(empty.err.find("the library is empty"), std::string::npos);
+}
+
+TEST(CliDocs, SharedTracemonkeyTextThroughTheCli) {
+  const fs::path pdf = fs::path(SPILLWAY_SHARED_DIR) / "pdfs" / "tracemonkey.pdf";
+  if (!fs::exists(pdf)) GTEST_SKIP() << "shared test PDFs not found at " << pdf;
+  const fs::path d = data_dir("tracemonkey");
+  const CliResult in = run(with_data({"ingest", "--json", pdf.string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const auto j = test::parse_one_object(in.out);
+  EXPECT_EQ(j["pages"], 14);
+  const CliResult t = run(with_data({"docs", "show", j["id"].dump(), "--page", "1", "--text"}, d));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out.rfind(
+                "[p. 1]\nTrace-based Just-in-Time Type Specialization for Dynamic\nLanguages\n", 0),
+            0u)
+      << t.out.substr(0, 200);
+  EXPECT_NE(t.out.find("We present an alternative\ncompilation technique"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spw
