@@ -267,9 +267,9 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
                           res.pages_without_text.size() == 1 ? "is" : "are", pages));
   }
   note_line(fmt::format(
-      "document: {} pages, {} tokens; question: {} tokens; prompt: {} tokens of a {}-token "
+      "document: {} {}, {} tokens; question: {} tokens; prompt: {} tokens of a {}-token "
       "context",
-      doc.pages.size(), res.document_tokens, res.question_tokens, res.prompt_tokens, n_ctx));
+      doc.pages.size(), doc.pages.size() == 1 ? "page" : "pages", res.document_tokens, res.question_tokens, res.prompt_tokens, n_ctx));
 
   RunSetup rs{&tokenizer, &params, index, &callbacks};
   const bool fits = res.prompt_tokens + reserve <= n_ctx;

@@ -328,6 +328,10 @@ int run_ask(const AskArgs& a) {
   part_out.finish();
   answer_out.finish();
   if (!res) return ask_fail(res.error());
+  if (!a.json) {  // the answer streamed to stdout: end its line before stderr's summary
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
   if (!res->stopped.empty()) std::fprintf(stderr, "\n[stopped: %s]\n", res->stopped.c_str());
   std::fprintf(stderr,
                "%sprefill: %lld tokens computed, %lld restored from saved KV; %lld "
@@ -371,7 +375,7 @@ int run_ask(const AskArgs& a) {
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
-  std::printf("\n\n");
+  std::printf("\n");
   if (res->citations.empty()) {
     std::printf("Citations: none\n");
   } else {

@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/ingest/ingest.h"
+#include "app/ingest/normalize.h"
 #include "app/paths.h"
 #include "app/store/library.h"
 
@@ -154,7 +157,17 @@ CLI::App* add_docs_command(CLI::App& app, DocsArgs& a) {
   a.list = c->add_subcommand("list", "All documents: id, pages, characters, flags, title");
   a.show = c->add_subcommand("show", "One document: its pages and flags, or its text");
   a.show->add_option("id", a.id, "Document id")->required();
-  a.show->add_option("--page", a.page, "Only this page (1-based)")->check(CLI::PositiveNumber);
+  a.show->add_option("--page", a.page, "Only this page (1-based)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              size_t used = 0;
+              if (std::stoll(v, &used) >= 1 && used == v.size()) return std::string();
+            } catch (const std::exception&) {
+            }
+            return "a page number is 1 or more, not '" + v + "'";
+          },
+          "N"));
   a.show->add_flag("--text", a.text,
                    "Print the normalised text, each page preceded by a line [p. N]");
   a.search = c->add_subcommand("search", "Full-text search: document, page and a snippet");
@@ -261,7 +274,8 @@ int docs_search(Library& lib, const DocsArgs& a) {
   if (a.doc != 0) {
     if (auto d = lib.document(a.doc); !d) return fail(d.error().message);
   }
-  auto hits = lib.search(a.query, a.limit, a.doc);
+  // The query is normalised as page text is (ligatures, soft hyphens), so "ﬁrst" finds "first".
+  auto hits = lib.search(app::normalize_line(a.query), a.limit, a.doc);
   if (!hits) return fail(hits.error().message);
   if (a.json) {
     nlohmann::json j = {{"query", a.query}, {"hits", nlohmann::json::array()}};

@@ -29,9 +29,10 @@ constexpr std::string_view kSelectDocument =
     "n_undecodable, no_text, added_at FROM documents WHERE id = ?1";
 constexpr std::string_view kSelectDocumentBySha = "SELECT id FROM documents WHERE sha256 = ?1";
 constexpr std::string_view kInsertDocument =
-    "INSERT INTO documents (title, path, sha256, n_pages, n_chars, encrypted, repaired, "
+    "INSERT INTO documents (id, title, path, sha256, n_pages, n_chars, encrypted, repaired, "
     "n_scanned, n_ocr, n_undecodable, no_text, added_at) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    "VALUES ((SELECT id + 1 FROM document_id_high_water), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+    "?10, ?11, ?12)";
 constexpr std::string_view kDeleteDocument = "DELETE FROM documents WHERE id = ?1";
 constexpr std::string_view kDeletePages = "DELETE FROM pages WHERE doc_id = ?1";
 constexpr std::string_view kDeleteChatsOfDocument =

@@ -244,6 +244,24 @@ TEST(LibraryStore, PagesMustBeNumberedInOrder) {
   EXPECT_EQ(query_int(lib->file(), "SELECT count(*) FROM documents"), 0);
 }
 
+TEST(LibraryStore, RemovedIdsAreNeverGivenAgain) {
+  TempDir tmp;
+  auto lib = open_ok(tmp / "lib.sqlite3");
+  ASSERT_TRUE(lib);
+  auto a = lib->add_document(doc_with_sha("a"), {page(1, "first")});
+  auto b = lib->add_document(doc_with_sha("b"), {page(1, "second")});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(lib->remove_document(*b));  // the newest
+  auto c = lib->add_document(doc_with_sha("c"), {page(1, "third")});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, *b + 1) << "the removed newest id must not come back";
+  ASSERT_TRUE(lib->remove_document(*a));
+  ASSERT_TRUE(lib->remove_document(*c));  // an empty library
+  auto d = lib->add_document(doc_with_sha("d"), {page(1, "fourth")});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, *c + 1);
+}
+
 TEST(LibraryStore, RemoveTakesPagesIndexAndChatsAlong) {
   TempDir tmp;
   auto lib = open_ok(tmp / "lib.sqlite3");

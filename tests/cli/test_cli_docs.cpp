@@ -225,6 +225,14 @@ TEST(CliDocs, SearchReturnsDocumentPageAndHighlightedSnippet) {
   const CliResult none = run(with_data({"docs", "search", "zebra", "--json"}, d));
   ASSERT_EQ(none.exit_code, 0);
   EXPECT_EQ(test::parse_one_object(none.out)["hits"], nlohmann::json::array());
+  // The query is normalised as the page text is: the U+FB01 ligature in "indemni\uFB01cation".
+  const CliResult lig = run(with_data({"docs", "search", "indemni\xEF\xAC\x81" "cation", "--json"}, d));
+  ASSERT_EQ(lig.exit_code, 0) << lig.err;
+  EXPECT_EQ(test::parse_one_object(lig.out)["hits"].size(), 1u) << lig.out;
+  // Page numbers are 1 or more, said plainly.
+  const CliResult p0 = run(with_data({"docs", "show", id.dump(), "--page", "0"}, d));
+  EXPECT_EQ(p0.exit_code, 1);
+  EXPECT_NE(p0.err.find("a page number is 1 or more, not '0'"), std::string::npos) << p0.err;
 }
 
 TEST(CliDocs, RemoveDeletesTheDocument) {
