@@ -210,13 +210,7 @@ int run_ask(const AskArgs& a) {
   if (!loaded) return ask_fail(loaded.error());
   const Model& model = *loaded->model;
   const Tokenizer& tk = *loaded->tokenizer;
-  if (a.n_ctx > model.config().n_ctx_train) {
-    std::fprintf(stderr,
-                 "warning: -c %lld is longer than the %lld tokens the model was trained on; "
-                 "quality degrades past that\n",
-                 static_cast<long long>(a.n_ctx),
-                 static_cast<long long>(model.config().n_ctx_train));
-  }
+  warn_if_past_training(a.n_ctx, model);
 
   app::PathOverrides po;
   po.data_dir = a.data_dir;

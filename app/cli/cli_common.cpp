@@ -69,4 +69,12 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+void warn_if_past_training(int64_t n_ctx, const Model& model) {
+  if (n_ctx <= model.config().n_ctx_train) return;
+  std::fprintf(stderr,
+               "warning: -c %lld is longer than the %lld tokens the model was trained on; "
+               "quality degrades past that\n",
+               static_cast<long long>(n_ctx), static_cast<long long>(model.config().n_ctx_train));
+}
+
 }  // namespace spw::cli

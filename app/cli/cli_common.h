@@ -38,6 +38,10 @@ struct LoadedModel {
 };
 Expected<LoadedModel> load_model(const std::string& path);
 
+/// A -c longer than the model's training context: one warning line on stderr (quality degrades
+/// past it), nothing otherwise.
+void warn_if_past_training(int64_t n_ctx, const Model& model);
+
 /// std::thread::hardware_concurrency(), at least 1.
 int hardware_threads();
 

@@ -5,20 +5,21 @@
 #include <string>
 #include <string_view>
 
+#include "engine/tokenizer/unicode.h"
+
 namespace spw::app::utf8 {
 
-/// Decodes the code point starting at s[i]; sets `len` to its byte length (>= 1).
+/// Decodes the code point starting at s[i]; sets `len` to its byte length (>= 1). A byte that
+/// does not start a well-formed sequence decodes as itself, one byte long (engine/tokenizer's
+/// UTF-8 rules: overlong forms, surrogates and truncated sequences are not well formed).
 inline char32_t decode(std::string_view s, size_t i, size_t& len) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-  if (n == 1 || i + n > s.size()) {
+  const size_t n = unicode::valid_utf8_len(s, i);
+  if (n == 0) {
     len = 1;
-    return c;
+    return static_cast<unsigned char>(s[i]);
   }
-  char32_t cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   len = n;
-  return cp;
+  return unicode::decode_utf8(s, i, n);
 }
 
 /// Calls f(code_point, byte_offset, byte_length) for each code point of s.
@@ -33,21 +34,7 @@ void for_each(std::string_view s, F&& f) {
 }
 
 inline void append(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  unicode::append_utf8(static_cast<uint32_t>(cp), out);
 }
 
 }  // namespace spw::app::utf8
