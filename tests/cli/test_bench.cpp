@@ -150,6 +150,12 @@ TEST(CliBench, BadFlagsExitOneWithNothingOnStdout) {
 // this test uses -p 16. The bandwidth probe's 512 MiB buffer is allocated after the peak is
 // read and is not part of it.
 TEST(CliBench, PeakRssWithinFileSizePlusKvPlusScratch) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The CLI under test is built with AddressSanitizer too: its shadow memory and the larger
+  // instrumented code are part of RSS, so the bound below means nothing there (the Release run
+  // checks it).
+  GTEST_SKIP() << "RSS bound not checked under AddressSanitizer";
+#endif
   TestModelSpec spec;
   spec.weight_type = GgmlType::F16;
   spec.n_vocab = 8000;
