@@ -310,10 +310,8 @@ Status validate(const KvCacheConfig& c) {
     return make_error("q8_0 KV cache needs head_dim % 32 == 0 (this model has V head_dim {})",
                       c.head_dim_v);
   }
-  if (c.block_size < 1) return make_error("--kv-block must be >= 1 (got {})", c.block_size);
-  if (Status st = check_paging_limits(c.n_ctx, c.block_size); !st) return st;
-  if (c.n_sinks < 0) return make_error("--kv-sinks must be >= 0 (got {})", c.n_sinks);
-  if (c.window_tokens < 1) return make_error("--kv-window must be >= 1 (got {})", c.window_tokens);
+  if (Status st = check_paging_settings(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks); !st)
+    return st;
   if (c.disk_budget < 0) return make_error("--disk-budget must be >= 0 (got {})", c.disk_budget);
   if (c.disk_budget > 0 && c.spill_dir.empty()) {
     return make_error("--disk-budget {} needs a folder for the spill file (--spill-dir DIR)",

@@ -56,6 +56,18 @@ inline Status check_paging_limits(int64_t n_ctx, int64_t block_size) {
   return Status::Ok();
 }
 
+/// The paging settings' own errors (before any clamping), in this order: "--kv-block must be >= 1
+/// (got 0)", the limits above, "--kv-sinks must be >= 0 (got -1)", "--kv-window must be >= 1
+/// (got 0)". One check for the cache and the CUDA session's planner.
+inline Status check_paging_settings(int64_t n_ctx, int64_t block_size, int64_t window_tokens,
+                                    int64_t n_sinks) {
+  if (block_size < 1) return make_error("--kv-block must be >= 1 (got {})", block_size);
+  if (Status st = check_paging_limits(n_ctx, block_size); !st) return st;
+  if (n_sinks < 0) return make_error("--kv-sinks must be >= 0 (got {})", n_sinks);
+  if (window_tokens < 1) return make_error("--kv-window must be >= 1 (got {})", window_tokens);
+  return Status::Ok();
+}
+
 /// Settings beyond what n_ctx can use are cut to it: a block, a window or sinks longer than the
 /// context hold no more than the context (and allocate no more).
 inline void clamp_paging_to_context(int64_t n_ctx, int64_t& block_size, int64_t& window_tokens,

@@ -507,30 +507,26 @@ void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
         }
         first = false;
       };
+      // Time goes to window or cold attention by the tier of the blocks attended: one segment
+      // per job, except that an exact job's position-order walk may cross the window rule's
+      // boundaries (sinks | cold | recent), each crossing closing a segment.
+      auto seg0 = t0;
+      bool seg_cold = job.cold;
       if (exact) {
-        // Position order; the time goes to window or cold by the query's window rule.
         const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
         const auto is_cold = [&](int64_t b) { return b >= qb.sink_end && b < qb.cold_end; };
-        auto seg0 = t0;
+        seg_cold = is_cold(job.b0);
         for (int64_t b = job.b0; b < job.b1; ++b) {
-          if (b > job.b0 && is_cold(b) != is_cold(b - 1)) {
+          if (is_cold(b) != seg_cold) {
             const auto now = Clock::now();
-            (is_cold(b - 1) ? cold_ns : window_ns) +=
+            (seg_cold ? cold_ns : window_ns) +=
                 std::chrono::duration_cast<std::chrono::nanoseconds>(now - seg0).count();
             seg0 = now;
+            seg_cold = !seg_cold;
           }
           block(b);
         }
-        if (first) {
-          for (int64_t r = 0; r < n_rep; ++r) {
-            out[r].m = -INFINITY;
-            out[r].s = 0.0f;
-          }
-        }
-        (job.b1 > job.b0 && is_cold(job.b1 - 1) ? cold_ns : window_ns) += ns_since(seg0);
-        continue;
-      }
-      if (!job.cold) {
+      } else if (!job.cold) {
         const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
         for (int64_t b = 0; b < qb.sink_end; ++b) block(b);
         for (int64_t b = qb.cold_end; b <= qb.last; ++b) block(b);
@@ -546,7 +542,7 @@ void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
           out[r].s = 0.0f;
         }
       }
-      (job.cold ? cold_ns : window_ns) += ns_since(t0);
+      (seg_cold ? cold_ns : window_ns) += ns_since(seg0);
     }
     tel_.window_attn_ns.fetch_add(window_ns, std::memory_order_relaxed);
     tel_.cold_attn_ns.fetch_add(cold_ns, std::memory_order_relaxed);

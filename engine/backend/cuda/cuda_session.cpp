@@ -132,31 +132,28 @@ Expected<CudaMemoryPlan> CudaSession::plan_window(const Model& model, const Sess
   const int64_t n_ctx = params.n_ctx > 0 ? params.n_ctx : c.n_ctx_train;
   const int64_t k_dim = c.n_head_kv * c.head_dim, v_dim = c.n_head_kv * c.head_dim_v;
   const int64_t n = std::min(cp.n_ubatch, n_ctx);
-  if (Status st = kv::check_paging_limits(n_ctx, cp.paging.block_size); !st) return st.error();
-  if (cp.paging.block_size < 1)
-    return make_error("--kv-block must be >= 1 (got {})", cp.paging.block_size);
-  if (cp.paging.window_tokens < 1)
-    return make_error("--kv-window must be >= 1 (got {})", cp.paging.window_tokens);
-  if (cp.paging.n_sinks < 0)
-    return make_error("--kv-sinks must be >= 0 (got {})", cp.paging.n_sinks);
-  int64_t bs = cp.paging.block_size, window = window_tokens, sinks = cp.paging.n_sinks;
+  const KvPaging& pg = cp.paging;
+  if (Status st = kv::check_paging_settings(n_ctx, pg.block_size, window_tokens, pg.n_sinks); !st)
+    return st.error();
+  int64_t bs = pg.block_size, window = window_tokens, sinks = pg.n_sinks;
   kv::clamp_paging_to_context(n_ctx, bs, window, sinks);
-  const KvGeometry g = kv_geometry(c, params, bs);
+  p.block_size = bs;
+  p.geometry = kv_geometry(c, params, bs);
   p.window_tokens = window;
   p.window_slots = kv::window_pool_slots(n_ctx, bs, window, sinks, n);
-  p.kv = A(p.window_slots * g.block_bytes);
+  p.kv = A(p.window_slots * p.geometry.block_bytes);
   const int64_t n_blocks = kv::ceil_div(n_ctx, bs);
   const bool cold_possible = p.window_slots - kv::kSpareWindowSlots < n_blocks;
-  const int64_t stage_blocks =
-      cold_possible ? std::min(n_blocks, kv::ceil_div(cp.stage_tokens, bs)) : 0;
-  const int64_t tbl_entries = kv::ceil_div(n, bs) + 1 + p.window_slots;
-  const int64_t stage_entries = cold_possible ? n_blocks : 0;
-  const int64_t pb = sizeof(kernels::PagedBlock);
-  const int64_t part_rows =
+  p.stage_blocks = cold_possible ? std::min(n_blocks, kv::ceil_div(cp.stage_tokens, bs)) : 0;
+  p.stage_entries = cold_possible ? n_blocks : 0;
+  p.tbl_entries = kv::ceil_div(n, bs) + 1 + p.window_slots;
+  p.part_rows =
       std::max((kernels::kMaxPagedSplits + 1) * std::min(n, kDecodeTokens), 2 * n) * c.n_head;
-  p.scratch += A(tbl_entries * pb) + A(stage_entries * pb) + A(stage_blocks * g.layer_bytes) +
-               A(part_rows * c.head_dim_v * int64_t{sizeof(float)}) +
-               A(part_rows * 2 * int64_t{sizeof(float)});
+  const int64_t pb = sizeof(kernels::PagedBlock);
+  p.scratch += A(p.tbl_entries * pb) + A(p.stage_entries * pb) +
+               A(p.stage_blocks * p.geometry.layer_bytes) +
+               A(p.part_rows * c.head_dim_v * int64_t{sizeof(float)}) +
+               A(p.part_rows * 2 * int64_t{sizeof(float)});
 
   const int64_t f = sizeof(float);
   const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
@@ -249,13 +246,14 @@ Status CudaSession::init() {
   SPW_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   dev_.free_bytes = static_cast<int64_t>(free_b);
   if (plan_.total() + kReserveBytes > dev_.free_bytes && cp_.paging.is_default()) {
-    int64_t bs = cp_.paging.block_size, window = n_ctx_, sinks = cp_.paging.n_sinks;
-    kv::clamp_paging_to_context(n_ctx_, bs, window, sinks);
+    // The slots a one-token window plan leaves room for become recent blocks (the sink blocks
+    // and the ubatch's blocks are part of the pool in either plan).
     auto smallest = plan_window(m_, p_, cp_, 1);
     if (!smallest) return smallest.error();
-    const int64_t block_bytes = kv_geometry(c_, p_, bs).block_bytes;
+    const int64_t bs = smallest->block_size;
+    const int64_t sinks = std::min(cp_.paging.n_sinks, n_ctx_);
     const int64_t spare = dev_.free_bytes - kReserveBytes - smallest->total() + smallest->kv;
-    const int64_t slots = spare / std::max<int64_t>(1, block_bytes);
+    const int64_t slots = spare / std::max<int64_t>(1, smallest->geometry.block_bytes);
     const int64_t fixed = smallest->window_slots - kv::window_blocks(sinks, 1, bs).total();
     const int64_t recent = slots - fixed - kv::ceil_div(sinks, bs);
     if (recent >= 1) {
@@ -375,26 +373,19 @@ Status CudaSession::carve_scratch() {
   ids_ = *ids;
   SPW_TRY(f32(c_.n_vocab, logits_dev_));
 
-  // Block tables, attention partials, the prefill staging buffer (sizes as plan_window()).
-  const int64_t bs = block_size_;
-  const int64_t n_blocks = kv::ceil_div(n_ctx_, bs);
-  const bool cold_possible = plan_.window_slots - kv::kSpareWindowSlots < n_blocks;
-  stage_blocks_ = cold_possible ? std::min(n_blocks, kv::ceil_div(cp_.stage_tokens, bs)) : 0;
-  tbl_cap_ = kv::ceil_div(n, bs) + 1 + plan_.window_slots;
-  stage_tbl_cap_ = cold_possible ? n_blocks : 0;
-  auto tbl = arena_->alloc_n<kernels::PagedBlock>(tbl_cap_, ArenaPurpose::Scratch);
+  // Block tables, attention partials, the prefill staging buffer, as planned.
+  auto tbl = arena_->alloc_n<kernels::PagedBlock>(plan_.tbl_entries, ArenaPurpose::Scratch);
   if (!tbl) return tbl.error();
   tbl_dev_ = *tbl;
-  auto stbl = arena_->alloc_n<kernels::PagedBlock>(stage_tbl_cap_, ArenaPurpose::Scratch);
+  auto stbl = arena_->alloc_n<kernels::PagedBlock>(plan_.stage_entries, ArenaPurpose::Scratch);
   if (!stbl) return stbl.error();
   stage_tbl_dev_ = *stbl;
-  auto stage = arena_->alloc_n<uint8_t>(stage_blocks_ * layer_bytes_, ArenaPurpose::Scratch);
+  auto stage = arena_->alloc_n<uint8_t>(plan_.stage_blocks * plan_.geometry.layer_bytes,
+                                        ArenaPurpose::Scratch);
   if (!stage) return stage.error();
   stage_ = *stage;
-  const int64_t part_rows =
-      std::max((kernels::kMaxPagedSplits + 1) * std::min(n, kDecodeTokens), 2 * n) * c_.n_head;
-  SPW_TRY(f32(part_rows * c_.head_dim_v, part_o_));
-  SPW_TRY(f32(part_rows * 2, part_ms_));
+  SPW_TRY(f32(plan_.part_rows * c_.head_dim_v, part_o_));
+  SPW_TRY(f32(plan_.part_rows * 2, part_ms_));
   const auto pinned = [](int64_t bytes, PinnedPtr& out) -> Status {
     void* p = nullptr;
     SPW_CUDA_CHECK(
@@ -405,7 +396,8 @@ Status CudaSession::carve_scratch() {
   const int64_t fb = sizeof(float);
   SPW_TRY(pinned(kDecodeTokens * q_dim * fb, q_host_));
   SPW_TRY(pinned(kDecodeTokens * c_.n_head * (c_.head_dim_v + 2) * fb, cold_host_));
-  SPW_TRY(pinned((tbl_cap_ + stage_tbl_cap_) * int64_t{sizeof(kernels::PagedBlock)}, tbl_host_));
+  SPW_TRY(pinned((plan_.tbl_entries + plan_.stage_entries) * int64_t{sizeof(kernels::PagedBlock)},
+                 tbl_host_));
 
   if (n >= cp_.gemm_min_tokens) {
     auto act = arena_->alloc_n<uint16_t>(n * max_layer_n_in(m_), ArenaPurpose::Scratch);
@@ -448,14 +440,7 @@ Status CudaSession::make_cache() {
   kc.host_budget = cp_.paging.host_budget;
   kc.disk_budget = cp_.paging.disk_budget;
   kc.spill_dir = cp_.paging.spill_dir;
-  int64_t bs = kc.block_size, window = kc.window_tokens, sinks = kc.n_sinks;
-  kv::clamp_paging_to_context(n_ctx_, bs, window, sinks);
-  block_size_ = bs;
-  const KvGeometry g = kv_geometry(c_, p_, bs);
-  row_k_ = g.row_k;
-  row_v_ = g.row_v;
-  layer_k_bytes_ = g.layer_k_bytes;
-  layer_bytes_ = g.layer_bytes;
+  const KvGeometry& g = plan_.geometry;
   auto mem = arena_->alloc(plan_.window_slots * g.block_bytes, ArenaPurpose::Kv);
   if (!mem) return mem.error();
   window_mem_ = static_cast<uint8_t*>(*mem);
@@ -471,12 +456,13 @@ Status CudaSession::make_cache() {
 }
 
 kernels::PagedLayer CudaSession::paged_layer(int64_t il) const {
+  const KvGeometry& g = plan_.geometry;
   kernels::PagedLayer L;
-  L.k_off = il * layer_bytes_;
-  L.v_off = il * layer_bytes_ + layer_k_bytes_;
-  L.row_k = row_k_;
-  L.row_v = row_v_;
-  L.block_size = static_cast<int32_t>(block_size_);
+  L.k_off = il * g.layer_bytes;
+  L.v_off = il * g.layer_bytes + g.layer_k_bytes;
+  L.row_k = g.row_k;
+  L.row_v = g.row_v;
+  L.block_size = static_cast<int32_t>(plan_.block_size);
   L.type_k = kv_k_;
   L.type_v = kv_v_;
   return L;
@@ -563,7 +549,7 @@ Status CudaSession::eval(std::span<const int32_t> tokens, bool want_logits) {
 //   tbl_dev_[n_write_, + n_window_)   every block on the GPU (the window, attended there)
 //   stage_tbl_dev_[i]                 cold block cold_[i], staged at stage_ + (i % batch) * layer
 Status CudaSession::upload_tables(int64_t n, int64_t pos0) {
-  const int64_t bs = block_size_;
+  const int64_t bs = plan_.block_size;
   cache_->blocks(0, pos0 + n, views_);
   auto* host = static_cast<kernels::PagedBlock*>(tbl_host_.get());
   // The previous ubatch's upload must have been done before the pinned mirror is refilled.
@@ -587,17 +573,19 @@ Status CudaSession::upload_tables(int64_t n, int64_t pos0) {
     }
   }
   n_window_ = i - n_write_;
-  if (i > tbl_cap_) return make_error("block table of {} entries, room for {}", i, tbl_cap_);
+  if (i > plan_.tbl_entries)
+    return make_error("block table of {} entries, room for {}", i, plan_.tbl_entries);
   cudaStream_t s = stream_.get();
   SPW_CUDA_CHECK(cudaMemcpyAsync(tbl_dev_, host, static_cast<size_t>(i) * sizeof(*host),
                                  cudaMemcpyHostToDevice, s));
   if (n > kDecodeTokens && !cold_.empty()) {  // prefill stages the cold blocks
-    if (static_cast<int64_t>(cold_.size()) > stage_tbl_cap_)
-      return make_error("{} cold blocks, staging table for {}", cold_.size(), stage_tbl_cap_);
-    kernels::PagedBlock* st = host + tbl_cap_;
+    if (static_cast<int64_t>(cold_.size()) > plan_.stage_entries)
+      return make_error("{} cold blocks, staging table for {}", cold_.size(), plan_.stage_entries);
+    kernels::PagedBlock* st = host + plan_.tbl_entries;
     for (size_t c = 0; c < cold_.size(); ++c) {
-      const int64_t slot = static_cast<int64_t>(c) % stage_blocks_;
-      st[c] = entry(views_[static_cast<size_t>(cold_[c])], stage_ + slot * layer_bytes_);
+      const int64_t slot = static_cast<int64_t>(c) % plan_.stage_blocks;
+      st[c] =
+          entry(views_[static_cast<size_t>(cold_[c])], stage_ + slot * plan_.geometry.layer_bytes);
     }
     SPW_CUDA_CHECK(
         cudaMemcpyAsync(stage_tbl_dev_, st, cold_.size() * sizeof(*st), cudaMemcpyHostToDevice, s));
@@ -669,9 +657,9 @@ Status CudaSession::layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0
   // window (GPU) and the cold blocks (CPU in decode, staged in prefill).
   const kernels::PagedLayer PL = paged_layer(il);
   SPW_CUDA_CHECK(k::launch_kv_store_paged(k_, kv_k_, hd, n_head_kv, tbl_dev_, first_block_,
-                                          block_size_, PL.k_off, pos0, n, s));
+                                          plan_.block_size, PL.k_off, pos0, n, s));
   SPW_CUDA_CHECK(k::launch_kv_store_paged(v_, kv_v_, hdv, n_head_kv, tbl_dev_, first_block_,
-                                          block_size_, PL.v_off, pos0, n, s));
+                                          plan_.block_size, PL.v_off, pos0, n, s));
   SPW_TRY(attend(il, n, pos0));  // attn [n][n_head][hdv]
   SPW_TRY(mul(L.o, attn_, n, tmp_));
   SPW_CUDA_CHECK(k::launch_add(x_, tmp_, x_, n * n_embd, s));
@@ -738,18 +726,19 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
 
   if (staged_cold) {  // prefill: cold blocks to the GPU in batches, merged into part 0
     const auto n_cold = static_cast<int64_t>(cold_.size());
-    for (int64_t c0 = 0; c0 < n_cold; c0 += stage_blocks_) {
-      const int64_t nb = std::min(stage_blocks_, n_cold - c0);
+    for (int64_t c0 = 0; c0 < n_cold; c0 += plan_.stage_blocks) {
+      const int64_t nb = std::min(plan_.stage_blocks, n_cold - c0);
       for (int64_t i = 0; i < nb; ++i) {  // a block's layer part: K then V, contiguous
         const kv::BlockView& v = views_[static_cast<size_t>(cold_[static_cast<size_t>(c0 + i)])];
-        SPW_CUDA_CHECK(cudaMemcpyAsync(stage_ + i * layer_bytes_, v.k + il * layer_bytes_,
-                                       static_cast<size_t>(layer_bytes_), cudaMemcpyHostToDevice,
-                                       s));
+        SPW_CUDA_CHECK(cudaMemcpyAsync(
+            stage_ + i * plan_.geometry.layer_bytes, v.k + il * plan_.geometry.layer_bytes,
+            static_cast<size_t>(plan_.geometry.layer_bytes), cudaMemcpyHostToDevice, s));
       }
-      tel_.prefill_stage_h2d_bytes.fetch_add(nb * layer_bytes_, std::memory_order_relaxed);
+      tel_.prefill_stage_h2d_bytes.fetch_add(nb * plan_.geometry.layer_bytes,
+                                             std::memory_order_relaxed);
       kernels::PagedLayer SL = PL;  // staged: this layer's part at the start of a stage slot
       SL.k_off = 0;
-      SL.v_off = layer_k_bytes_;
+      SL.v_off = plan_.geometry.layer_k_bytes;
       SPW_CUDA_CHECK(k::launch_paged_attention(
           q_, stage_tbl_dev_ + c0, nb, SL, n, pos0, n_head, c_.n_head_kv, hd, hdv, scale, 1,
           part_o_ + part_o_stride, part_ms_ + part_ms_stride, s));
@@ -767,7 +756,7 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
 // order (deterministic), written unnormalised: o [n][n_head][hdv], then m, s [n][n_head][2].
 void CudaSession::cold_attention(int64_t il, int64_t n) {
   const int64_t hd = c_.head_dim, hdv = c_.head_dim_v, n_kv = c_.n_head_kv;
-  const int64_t n_rep = c_.n_head / n_kv, bs = block_size_;
+  const int64_t n_rep = c_.n_head / n_kv, bs = plan_.block_size;
   const auto n_cold = static_cast<int64_t>(cold_.size());
   const int64_t chunk = std::max<int64_t>(1, kv::ceil_div(n_cold, 16));  // blocks per job
   const int64_t n_chunks = kv::ceil_div(n_cold, chunk);
@@ -786,10 +775,10 @@ void CudaSession::cold_attention(int64_t il, int64_t n) {
       bool first = true;
       for (int64_t c = ch * chunk; c < std::min(n_cold, (ch + 1) * chunk); ++c) {
         const kv::BlockView& v = views_[static_cast<size_t>(cold_[static_cast<size_t>(c)])];
-        const uint8_t* kb = v.k + il * layer_bytes_;
-        const uint8_t* vb = kb + layer_k_bytes_;
-        const cpu::KvSpan ks{kb + g * bs * row_k_, kv_k_, hd};
-        const cpu::KvSpan vs{vb + g * bs * row_v_, kv_v_, hdv};
+        const uint8_t* kb = v.k + il * plan_.geometry.layer_bytes;
+        const uint8_t* vb = kb + plan_.geometry.layer_k_bytes;
+        const cpu::KvSpan ks{kb + g * bs * plan_.geometry.row_k, kv_k_, hd};
+        const cpu::KvSpan vs{vb + g * bs * plan_.geometry.row_v, kv_v_, hdv};
         cpu::attn_partial(shape, q, ks, vs, v.n_tokens, first ? out : tmp.data());
         if (!first) {
           for (int64_t r = 0; r < n_rep; ++r) cpu::attn_merge(out[r], tmp[static_cast<size_t>(r)]);

@@ -105,20 +105,27 @@ struct CudaSessionStats {
   kv::KvStats kv;
 };
 
-/// Bytes a session will take on the GPU, by purpose (what create() checks and allocates).
-struct CudaMemoryPlan {
-  int64_t weights = 0, kv = 0, scratch = 0;  // kv: the window's block slots
-  int64_t total() const { return weights + kv + scratch; }
-  int64_t window_tokens = 0;  // the window as planned (sinks excluded)
-  int64_t window_slots = 0;   // block slots of the device window pool
-};
-
 /// Bytes of the paged KV layout (kernels/paged_math.h) for a model, KV types and block size:
 /// one head's row of K and V, one layer's K part, one layer, one block (all layers).
 struct KvGeometry {
   int64_t row_k = 0, row_v = 0, layer_k_bytes = 0, layer_bytes = 0, block_bytes = 0;
 };
 KvGeometry kv_geometry(const ModelConfig& c, const SessionParams& params, int64_t block_size);
+
+/// Bytes a session will take on the GPU, by purpose (what create() checks and allocates).
+struct CudaMemoryPlan {
+  int64_t weights = 0, kv = 0, scratch = 0;  // kv: the window's block slots
+  int64_t total() const { return weights + kv + scratch; }
+  // The paged layout the bytes were planned for; the session allocates and runs by it.
+  int64_t window_tokens = 0;  // the window as planned (sinks excluded)
+  int64_t window_slots = 0;   // block slots of the device window pool
+  int64_t block_size = 0;     // --kv-block as applied (cut to the context)
+  KvGeometry geometry;        // of one block at that size
+  int64_t tbl_entries = 0;    // block-table entries of one ubatch: its blocks + the window
+  int64_t stage_entries = 0;  // staging-table entries: every cold block (0: nothing is cold)
+  int64_t stage_blocks = 0;   // blocks of one prefill staging batch (0: nothing is cold)
+  int64_t part_rows = 0;      // (token, head) rows of the attention partials' workspace
+};
 
 /// RAII deleters of the session's stream, event and cuBLAS handle.
 struct StreamDeleter {
@@ -241,9 +248,6 @@ class CudaSession final : public Session {
   GgmlType kv_k_ = GgmlType::F16, kv_v_ = GgmlType::F16;  // F32, F16 or Q8_0
   CudaMemoryPlan plan_;
   int n_sm_ = 1;  // multiprocessors (the decode kernel's split count)
-  // Paged layout (kernels/paged_math.h): bytes of a row, of a layer's K part and of a layer.
-  int64_t row_k_ = 0, row_v_ = 0, layer_k_bytes_ = 0, layer_bytes_ = 0, block_size_ = 0;
-  int64_t stage_blocks_ = 0;  // cold blocks per prefill staging batch
 
   // Declaration order is destruction order reversed: the cuBLAS handle goes first, then the
   // stream, the library handle, and the arena (whose memory the others may reference).
@@ -289,7 +293,6 @@ class CudaSession final : public Session {
   uint8_t* stage_ = nullptr;                      // [stage_blocks_][layer_bytes_]
   float* part_o_ = nullptr;                       // [n_parts][n][n_head][head_dim_v]
   float* part_ms_ = nullptr;                      // [n_parts][n][n_head][2]
-  int64_t tbl_cap_ = 0, stage_tbl_cap_ = 0;
 
   // Host side.
   PinnedPtr q_host_;                  // [kDecodeTokens][n_head * head_dim] a layer's queries
