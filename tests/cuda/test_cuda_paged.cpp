@@ -88,29 +88,38 @@ struct Blk {
   int slot, pos0, n_rows;
 };
 
-// float64 causal softmax attention of query t (position qpos) for head h over blocks.
-std::vector<double> reference(const Pool& p, int l, const std::vector<Blk>& blocks, const float* q,
-                              int h, int qpos, double scale) {
+// Blocks of one pool.
+struct PoolBlocks {
+  const Pool* pool;
+  const std::vector<Blk>* blocks;
+};
+
+// float64 causal softmax attention of one query (position qpos) for head h over the blocks of
+// every part (all pools share hd and hdv).
+std::vector<double> reference(const std::vector<PoolBlocks>& parts, int l, const float* q, int h,
+                              int qpos, double scale) {
   const int g = h / (kHead / kKv);
+  const int hd = parts.front().pool->hd, hdv = parts.front().pool->hdv;
   std::vector<double> sc;
   std::vector<const float*> vs;
-  for (const Blk& b : blocks)
-    for (int r = 0; r < b.n_rows; ++r) {
-      if (b.pos0 + r > qpos) continue;
-      const float* k = p.k_at(b.slot, l, g, r);
-      double d = 0;
-      for (int i = 0; i < p.hd; ++i) d += static_cast<double>(q[i]) * k[i];
-      sc.push_back(d * scale);
-      vs.push_back(p.v_at(b.slot, l, g, r));
-    }
-  std::vector<double> o(static_cast<size_t>(p.hdv), 0.0);
+  for (const PoolBlocks& part : parts)
+    for (const Blk& b : *part.blocks)
+      for (int r = 0; r < b.n_rows; ++r) {
+        if (b.pos0 + r > qpos) continue;
+        const float* k = part.pool->k_at(b.slot, l, g, r);
+        double d = 0;
+        for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * k[i];
+        sc.push_back(d * scale);
+        vs.push_back(part.pool->v_at(b.slot, l, g, r));
+      }
+  std::vector<double> o(static_cast<size_t>(hdv), 0.0);
   if (sc.empty()) return o;
   double m = -INFINITY, sum = 0;
   for (double x : sc) m = std::max(m, x);
   for (size_t j = 0; j < sc.size(); ++j) {
     const double w = std::exp(sc[j] - m);
     sum += w;
-    for (int i = 0; i < p.hdv; ++i) o[static_cast<size_t>(i)] += w * vs[j][i];
+    for (int i = 0; i < hdv; ++i) o[static_cast<size_t>(i)] += w * vs[j][i];
   }
   for (double& x : o) x /= sum;
   return o;
@@ -193,8 +202,8 @@ TEST_P(PagedAttention, DecodeSplitGpuAndCpuEqualsOneSoftmax) {
         double worst = 0;
         for (int t = 0; t < n_tok; ++t)
           for (int h = 0; h < kHead; ++h) {
-            const auto ref = reference(p, l, all, &q[static_cast<size_t>((t * kHead + h) * hd)], h,
-                                       pos0 + t, scale);
+            const auto ref = reference(
+                {{&p, &all}}, l, &q[static_cast<size_t>((t * kHead + h) * hd)], h, pos0 + t, scale);
             for (int i = 0; i < hd; ++i)
               worst = std::max(worst, std::fabs(got[static_cast<size_t>((t * kHead + h) * hd + i)] -
                                                 ref[static_cast<size_t>(i)]));
@@ -247,34 +256,12 @@ TEST_P(PagedAttention, PrefillWindowPlusStagedBatchEqualsOneSoftmax) {
     for (int t = 0; t < n_tok; ++t)
       for (int h = 0; h < kHead; ++h) {
         // Reference over both pools: window blocks from p, cold from staged.
-        const int g = h / (kHead / kKv);
-        std::vector<double> scv;
-        std::vector<const float*> vv;
-        const auto add = [&](const Pool& pp, const std::vector<Blk>& bl) {
-          for (const Blk& b : bl)
-            for (int r = 0; r < b.n_rows; ++r) {
-              if (b.pos0 + r > pos0 + t) continue;
-              const float* k = pp.k_at(b.slot, l, g, r);
-              double d = 0;
-              for (int i = 0; i < hd; ++i)
-                d += static_cast<double>(q[static_cast<size_t>((t * kHead + h) * hd + i)]) * k[i];
-              scv.push_back(d * scale);
-              vv.push_back(pp.v_at(b.slot, l, g, r));
-            }
-        };
-        add(p, win);
-        add(staged, cold);
-        double m = -INFINITY, sum = 0;
-        for (double x : scv) m = std::max(m, x);
-        std::vector<double> o(static_cast<size_t>(hd), 0.0);
-        for (size_t j = 0; j < scv.size(); ++j) {
-          const double w = std::exp(scv[j] - m);
-          sum += w;
-          for (int i = 0; i < hd; ++i) o[static_cast<size_t>(i)] += w * vv[j][i];
-        }
+        const auto ref =
+            reference({{&p, &win}, {&staged, &cold}}, l,
+                      &q[static_cast<size_t>((t * kHead + h) * hd)], h, pos0 + t, scale);
         for (int i = 0; i < hd; ++i)
           worst = std::max(worst, std::fabs(got[static_cast<size_t>((t * kHead + h) * hd + i)] -
-                                            o[static_cast<size_t>(i)] / sum));
+                                            ref[static_cast<size_t>(i)]));
       }
     EXPECT_LE(worst, 2e-5) << type_name(static_cast<uint32_t>(type)) << " hd " << hd;
   }
