@@ -402,46 +402,6 @@ TEST(KvCache, DeviceWindowTooSmallIsRefused) {
             "the device window has 4 block slots; the window needs at least 5");
 }
 
-TEST(KvCache, DeviceWindowSnapshotRoundTrip) {
-  TempDir dir("spillway-kv");
-  KvCacheConfig c = small_config(dir.path());
-  c.type_k = GgmlType::F16;
-  c.host_budget = 3 * formula_block_bytes(c);
-  c.disk_budget = 1 << 20;
-  const int64_t bb = formula_block_bytes(c);
-  const int64_t slots = window_pool_slots(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks, 77);
-  auto dev_a = std::make_shared<FakeDeviceWindow>(slots, bb);
-  auto dev_b = std::make_shared<FakeDeviceWindow>(slots, bb);
-  KvCacheConfig ca = c, cb = c;
-  ca.device_window = dev_a;
-  cb.device_window = dev_b;
-  auto a_made = KvCache::create(ca);
-  auto b_made = KvCache::create(cb);
-  ASSERT_TRUE(a_made.ok() && b_made.ok());
-  KvCache& a = **a_made;
-  KvCache& b = **b_made;
-  ASSERT_TRUE(append(a, 8, 77).ok());
-  for (int i = 0; i < 250; ++i) ASSERT_TRUE(append(a, 8, 1).ok());
-  ASSERT_TRUE(a.flush().ok());
-  const int64_t n_blocks = ceil_div(a.n_tokens(), 16);
-  std::vector<uint8_t> saved(static_cast<size_t>(n_blocks * bb));
-  const int64_t out_before = dev_a->copied_out.load();
-  for (int64_t i = 0; i < n_blocks; ++i) {
-    ASSERT_TRUE(a.read_block(i, std::span(saved).subspan(i * bb, bb)).ok());
-  }
-  // The window's blocks (1 sink + 2 recent) were read off the device.
-  EXPECT_EQ(dev_a->copied_out.load() - out_before, 3);
-  ASSERT_TRUE(b.restore(a.n_tokens(), [&](int64_t i, std::span<uint8_t> dst) {
-                 std::memcpy(dst.data(), saved.data() + i * bb, dst.size());
-                 return Status::Ok();
-               }).ok());
-  EXPECT_EQ(dev_b->copied_in.load(), n_blocks);  // every block went onto the device first
-  EXPECT_TRUE(rows_match(b, 8, b.n_tokens()));
-  EXPECT_TRUE(tiers_match(b, 3));
-  ASSERT_TRUE(append(b, 8, 5).ok());
-  EXPECT_TRUE(rows_match(b, 8, b.n_tokens()));
-}
-
 TEST(KvCache, RoundTripBlock256TwentySinksF32) {
   run_scenario({256, 20, 1, GgmlType::F32, GgmlType::F32, 8, 2100, 700});
 }
@@ -715,14 +675,26 @@ TEST(KvCache, FailedDiskWriteIsReportedAndTheCacheStillReads) {
 
 // --- Snapshots, clear ---
 
-TEST(KvCache, ReadBlockRestoreRoundTrip) {
+// Snapshot support: every block read out (read_block) and restored into another cache in the
+// tiers a normal run uses. With a (fake) DeviceWindow the window's blocks come off the device
+// through copy_out and every restored block goes onto it through copy_in.
+void read_block_restore_round_trip(bool device) {
   TempDir dir("spillway-kv");
   KvCacheConfig c = small_config(dir.path());
   c.type_k = GgmlType::F16;
   c.host_budget = 3 * formula_block_bytes(c);
   c.disk_budget = 1 << 20;
-  auto a_made = KvCache::create(c);
-  auto b_made = KvCache::create(c);
+  std::shared_ptr<FakeDeviceWindow> dev_a, dev_b;
+  KvCacheConfig ca = c, cb = c;
+  if (device) {
+    const int64_t slots = window_pool_slots(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks, 77);
+    dev_a = std::make_shared<FakeDeviceWindow>(slots, formula_block_bytes(c));
+    dev_b = std::make_shared<FakeDeviceWindow>(slots, formula_block_bytes(c));
+    ca.device_window = dev_a;
+    cb.device_window = dev_b;
+  }
+  auto a_made = KvCache::create(ca);
+  auto b_made = KvCache::create(cb);
   ASSERT_TRUE(a_made.ok() && b_made.ok());
   KvCache& a = **a_made;
   KvCache& b = **b_made;
@@ -732,9 +704,12 @@ TEST(KvCache, ReadBlockRestoreRoundTrip) {
   const int64_t bb = a.block_bytes();
   const int64_t n_blocks = ceil_div(a.n_tokens(), 16);
   std::vector<uint8_t> saved(static_cast<size_t>(n_blocks * bb));
+  const int64_t out_before = device ? dev_a->copied_out.load() : 0;
   for (int64_t i = 0; i < n_blocks; ++i) {
     ASSERT_TRUE(a.read_block(i, std::span(saved).subspan(i * bb, bb)).ok());
   }
+  // The window's blocks (1 sink + 2 recent) were read off the device.
+  if (device) EXPECT_EQ(dev_a->copied_out.load() - out_before, 3);
   EXPECT_FALSE(a.read_block(n_blocks, std::span(saved).subspan(0, bb)).ok());
 
   ASSERT_TRUE(append(b, 99, 30).ok());  // restore replaces whatever b held
@@ -744,6 +719,7 @@ TEST(KvCache, ReadBlockRestoreRoundTrip) {
                  return Status::Ok();
                }).ok());
   EXPECT_EQ(b.n_tokens(), a.n_tokens());
+  if (device) EXPECT_EQ(dev_b->copied_in.load(), n_blocks);  // every block onto the device first
   EXPECT_TRUE(rows_match(b, 8, b.n_tokens()));
   EXPECT_TRUE(tiers_match(b, 3));
   std::vector<BlockView> va, vb;
@@ -776,6 +752,9 @@ TEST(KvCache, ReadBlockRestoreRoundTrip) {
   EXPECT_FALSE(
       b.restore(b.max_tokens() + 1, [](int64_t, std::span<uint8_t>) { return Status::Ok(); }).ok());
 }
+
+TEST(KvCache, ReadBlockRestoreRoundTrip) { read_block_restore_round_trip(false); }
+TEST(KvCache, DeviceWindowSnapshotRoundTrip) { read_block_restore_round_trip(true); }
 
 // A context of 2^31 tokens in blocks of one token and no host limit is allowed; the bookkeeping
 // must grow with use, not be sized for it up front (that was 3 GB before the first token).
