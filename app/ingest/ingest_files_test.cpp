@@ -19,6 +19,7 @@ namespace {
 using test::PdfDoc;
 using test::PdfPage;
 using test::PdfTextRun;
+using test::on_path;
 
 class IngestFiles : public testing::IngestFixture {
  protected:
@@ -32,22 +33,6 @@ class IngestFiles : public testing::IngestFixture {
     return doc;
   }
 };
-
-// Whether `tool` is an executable in $PATH (no output redirected anywhere to find out).
-bool on_path(const std::string& tool) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::filesystem::path candidate =
-        std::filesystem::path(dirs.substr(start, end - start)) / tool;
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
 
 bool have_qpdf() { return on_path("qpdf"); }
 

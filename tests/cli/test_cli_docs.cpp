@@ -22,21 +22,7 @@ namespace fs = std::filesystem;
 using test::PdfDoc;
 using test::PdfPage;
 using test::PdfTextRun;
-
-// Whether `tool` is an executable in $PATH (no output redirected anywhere to find out).
-bool on_path(const std::string& tool) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const fs::path candidate = fs::path(dirs.substr(start, end - start)) / tool;
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
+using test::on_path;
 
 fs::path tmp_dir() { return cli_test_dir("spillway-cli-docs-test"); }
 

@@ -1,6 +1,10 @@
 #include "tests/support/pdf_builder.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -185,6 +189,21 @@ std::vector<PdfTextRun> column(const std::vector<std::string>& lines, double x, 
   for (size_t i = 0; i < lines.size(); ++i)
     out.push_back(PdfTextRun{x, top_y - leading * static_cast<double>(i), size, lines[i], 0, 0});
   return out;
+}
+
+bool on_path(const std::string& tool) {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::filesystem::path candidate =
+        std::filesystem::path(dirs.substr(start, end - start)) / tool;
+    if (::access(candidate.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
 }
 
 }  // namespace spw::test

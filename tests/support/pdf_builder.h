@@ -63,4 +63,8 @@ std::vector<PdfTextRun> words_at(const std::vector<std::pair<double, std::string
 std::vector<PdfTextRun> column(const std::vector<std::string>& lines, double x, double top_y,
                                double size = 10, double leading = 12);
 
+/// Whether `tool` is an executable in $PATH (tests that build PDFs with qpdf or need tesseract
+/// skip without it). Looks at the directories only; runs nothing.
+bool on_path(const std::string& tool);
+
 }  // namespace spw::test
