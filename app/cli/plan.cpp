@@ -141,21 +141,12 @@ int run_plan(const PlanArgs& a) {
       in.disk_write_gb_per_s = d->write_gb_per_s;
     }
   }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  in.physical_ram = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
   auto planned = kv::make_plan(in);
   if (!planned) return fail(planned.error());
   const kv::Plan& p = *planned;
   const char* window_where = p.gpu ? "gpu" : "ram";
-  // Without a RAM budget every cold block is planned into RAM; say so when that is more than
-  // this machine has (the plan "fits" the budgets, not the hardware).
-  std::vector<std::string> warnings;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
-  if (in.ram < 0 && phys > 0 && p.ram_kv_bytes > phys) {
-    warnings.push_back(fmt::format(
-        "KV in RAM {} is more than this machine's {} of memory: give --ram (and --disk), a "
-        "shorter -c or q8_0 KV",
-        format_size(p.ram_kv_bytes), format_size(phys)));
-  }
 
   if (a.json) {
     nlohmann::json j;
@@ -191,7 +182,7 @@ int run_plan(const PlanArgs& a) {
     j["max_tokens"] = p.max_tokens;
     j["fits"] = p.fits;
     j["problems"] = p.problems;
-    j["warnings"] = warnings;
+    j["warnings"] = p.warnings;
     j["suggestions"] = nlohmann::json::array();
     for (const kv::Suggestion& s : p.suggestions) {
       j["suggestions"].push_back({{"kind", s.kind}, {"flag", s.flag}, {"why", s.why}});
@@ -227,7 +218,7 @@ int run_plan(const PlanArgs& a) {
   fmt::print("disk  (disk) {}\n", tier_line(p.disk));
   if (p.gpu) fmt::print("VRAM        weights + window = {}\n", format_size(p.vram_bytes));
   fmt::print("RAM for KV  {}\n", format_size(p.ram_kv_bytes));
-  for (const std::string& w : warnings) fmt::print("warning     {}\n", w);
+  for (const std::string& w : p.warnings) fmt::print("warning     {}\n", w);
   if (p.fits) {
     fmt::print("\nfits        yes: all {} tokens\n", in.n_ctx);
   } else {

@@ -12,7 +12,6 @@ namespace spw::kv {
 
 namespace {
 
-
 // A size as a flag value that parse_size reads back, rounded up so it still suffices, in a unit
 // that keeps the rounding under 1/16: KiB below 16 MiB, MiB below 16 GiB, GiB above.
 std::string size_flag(int64_t bytes) {
@@ -224,8 +223,14 @@ Expected<Plan> make_plan(const PlanInput& in_raw) {
   if (!planned) return planned;
   PlanInput in = in_raw;  // as compute() applied it
   clamp_paging_to_context(in.n_ctx, in.block_size, in.window_tokens, in.n_sinks);
-  if (planned->fits) return planned;
   Plan& p = *planned;
+  if (in.ram < 0 && in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram) {
+    p.warnings.push_back(fmt::format(
+        "KV in RAM {} is more than this machine's {} of memory: give --ram (and --disk), a "
+        "shorter -c or q8_0 KV",
+        format_size(p.ram_kv_bytes), format_size(in.physical_ram)));
+  }
+  if (p.fits) return planned;
   const bool window_ram_problem = !p.gpu && in.ram >= 0 && p.window.bytes > in.ram;
   const bool vram_problem = p.gpu && p.vram_bytes > in.vram;
   const bool room_problem = p.max_tokens < in.n_ctx;

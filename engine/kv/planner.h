@@ -70,6 +70,8 @@ struct PlanInput {
   double disk_read_gb_per_s = 0;
   double disk_write_gb_per_s = 0;
   double gpu_gb_per_s = 0;
+  // The machine: physical memory in bytes; 0: unknown (no warning about it).
+  int64_t physical_ram = 0;
 };
 
 /// One tier's share.
@@ -97,7 +99,11 @@ struct Plan {
   int64_t ram_kv_bytes = 0;  // window (no gpu) + host
   int64_t max_tokens = 0;    // tokens the budgets hold: min(n_ctx, blocks that fit * block)
   bool fits = false;
-  std::vector<std::string> problems;    // why it does not fit, one line each
+  std::vector<std::string> problems;  // why it does not fit, one line each
+  /// Fits the budgets but not the machine: without a RAM budget every cold block is planned
+  /// into RAM, and "KV in RAM 1.2 TiB is more than this machine's 23.0 GiB of memory: ..." says
+  /// when that is more than physical_ram.
+  std::vector<std::string> warnings;
   std::vector<Suggestion> suggestions;  // empty when it fits
   // Predictions; 0 where a needed bandwidth is unknown.
   double decode_s_per_token = 0;  // the context's last token

@@ -149,6 +149,29 @@ TEST(PlannerSplit, NoBudgetsEverythingFitsInRam) {
   EXPECT_TRUE(p.suggestions.empty());
 }
 
+// 32K of Llama-3-8B KV is 4 GiB: without a RAM budget it all goes to RAM, so a 2 GiB machine
+// gets a warning (the plan still "fits" the budgets it was given); a RAM budget or an unknown
+// machine size gives none.
+TEST(PlannerSplit, MoreKvInRamThanTheMachineHasIsWarned) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 32768;
+  in.physical_ram = int64_t{2} * kGiB;
+  const Plan p = plan_ok(in);
+  EXPECT_TRUE(p.fits);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_EQ(p.warnings[0],
+            "KV in RAM 4.0 GiB is more than this machine's 2.0 GiB of memory: give --ram (and "
+            "--disk), a shorter -c or q8_0 KV");
+  in.physical_ram = int64_t{8} * kGiB;
+  EXPECT_TRUE(plan_ok(in).warnings.empty());
+  in.physical_ram = 0;
+  EXPECT_TRUE(plan_ok(in).warnings.empty());
+  in.physical_ram = int64_t{2} * kGiB;
+  in.ram = int64_t{1} * kGiB;
+  in.disk = int64_t{8} * kGiB;
+  EXPECT_TRUE(plan_ok(in).warnings.empty());
+}
+
 TEST(PlannerSplit, ShortContextLivesInTheWindow) {
   PlanInput in = stories();
   in.n_ctx = 1000;  // not a multiple of the block
