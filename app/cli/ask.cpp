@@ -12,6 +12,7 @@
 #include "app/cli/cli_common.h"
 #include "app/ingest/ingest.h"
 #include "app/paths.h"
+#include "app/runtime/engine.h"
 #include "app/store/library.h"
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/chat/chat_template.h"
@@ -27,52 +28,6 @@ namespace fs = std::filesystem;
 int ask_fail(const Error& e) {
   std::fprintf(stderr, "error: %s\n", e.message.c_str());
   return 1;
-}
-
-// The library's kv_snapshots table as the ask pipeline's snapshot index.
-class LibrarySnapshots final : public app::SnapshotIndex {
- public:
-  explicit LibrarySnapshots(app::Library& lib) : lib_(lib) {}
-  std::optional<std::string> find(const app::SnapshotKey& key) override {
-    auto r = lib_.find_snapshot(key.model_fingerprint, key.prefix_hash);
-    if (!r || !*r) return std::nullopt;
-    return (*r)->path;
-  }
-  Status put(const app::SnapshotKey& key, const std::string& path, int64_t size_bytes,
-             int64_t n_tokens) override {
-    app::SnapshotRecord rec;
-    rec.model_fingerprint = key.model_fingerprint;
-    rec.prefix_hash = key.prefix_hash;
-    rec.path = path;
-    rec.size_bytes = size_bytes;
-    rec.n_tokens = n_tokens;
-    return lib_.put_snapshot(rec);
-  }
-  void remove(const app::SnapshotKey& key) override {
-    (void)lib_.remove_snapshot(key.model_fingerprint, key.prefix_hash);
-  }
-
- private:
-  app::Library& lib_;
-};
-
-app::DocumentText to_document_text(const app::DocumentRecord& d,
-                                   std::vector<app::PageRecord> pages) {
-  app::DocumentText doc;
-  doc.id = d.id;
-  doc.title = d.title;
-  doc.pages.reserve(pages.size());
-  for (app::PageRecord& p : pages) {
-    app::PageText t;
-    t.page_no = p.page_no;
-    t.text = std::move(p.text);
-    t.scanned = p.scanned;
-    t.ocr = p.ocr;
-    t.undecodable = p.undecodable;
-    t.boilerplate = std::move(p.boilerplate);
-    doc.pages.push_back(std::move(t));
-  }
-  return doc;
 }
 
 // Opens the library and finds the document: by id, or by ingesting FILE (a file already in the
@@ -101,7 +56,7 @@ Expected<app::DocumentText> load_document(const AskArgs& a, app::Library& lib) {
   if (!rec) return rec.error();
   auto pages = lib.pages(id);
   if (!pages) return pages.error();
-  return to_document_text(*rec, std::move(*pages));
+  return app::document_text(*rec, std::move(*pages));
 }
 
 nlohmann::json citation_json(const app::CitationCheck& c) {
@@ -317,7 +272,7 @@ int run_ask(const AskArgs& a) {
     (part > 0 ? part_out : answer_out).write(piece);
   };
 
-  LibrarySnapshots index(**lib);
+  app::LibrarySnapshots index(**lib);
   auto res = app::ask_document(tk, *doc, ap, make_session, &index, cb);
   part_out.finish();
   answer_out.finish();

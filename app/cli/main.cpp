@@ -16,7 +16,9 @@
 #include "app/cli/bench.h"
 #include "app/cli/commands.h"
 #include "app/cli/ingest_docs.h"
+#include "app/cli/jobs.h"
 #include "app/cli/plan.h"
+#include "app/cli/serve.h"
 #include "app/paths.h"
 #include "app/version.h"
 #include "engine/chat/chat_template.h"
@@ -58,7 +60,9 @@ void install_signal_cleanup() {
 
 // "--save-kv ''" would otherwise be taken as "not given".
 const CLI::Validator non_empty_path(
-    [](std::string& s) { return s.empty() ? std::string("an empty path names no file") : std::string(); },
+    [](std::string& s) {
+      return s.empty() ? std::string("an empty path names no file") : std::string();
+    },
     "FILE");
 
 }  // namespace
@@ -216,9 +220,14 @@ int main(int argc, char** argv) {
   auto* c_ingest = add_ingest_command(app, ingest);
   DocsArgs docs;
   auto* c_docs = add_docs_command(app, docs);
+  JobsArgs jobs;
+  auto* c_jobs = add_jobs_command(app, jobs);
+  ServeArgs serve;
+  auto* c_serve = add_serve_command(app, serve);
 
   // Global options may follow the subcommand: let each subcommand hand unknown options back.
-  for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan, c_ask, c_ingest, c_docs})
+  for (auto* sub :
+       {c_info, c_tok, c_gen, c_chat, c_bench, c_plan, c_ask, c_ingest, c_docs, c_jobs, c_serve})
     sub->fallthrough();
 
   // A clear message for a mistyped command (CLI11 would only say a subcommand is required).
@@ -230,12 +239,13 @@ int main(int argc, char** argv) {
     }
     if (arg.empty() || arg[0] == '-') continue;
     bool known = false;
-    for (auto* sub : {c_info, c_tok, c_gen, c_chat, c_bench, c_plan, c_ask, c_ingest, c_docs})
+    for (auto* sub :
+         {c_info, c_tok, c_gen, c_chat, c_bench, c_plan, c_ask, c_ingest, c_docs, c_jobs, c_serve})
       known |= sub->check_name(std::string(arg));
     if (!known) {
       std::fprintf(stderr,
                    "error: unknown command '%s' (commands: info, tokenize, generate, "
-                   "chat-template, bench, plan, ask, ingest, docs)\n",
+                   "chat-template, bench, plan, ask, ingest, docs, jobs, serve)\n",
                    argv[i]);
       return 1;
     }
@@ -298,6 +308,14 @@ int main(int argc, char** argv) {
       if (*c_docs) {
         docs.data_dir = data_dir;
         return run_docs(docs);
+      }
+      if (*c_jobs) {
+        jobs.data_dir = data_dir;
+        return run_jobs(jobs);
+      }
+      if (*c_serve) {
+        serve.data_dir = data_dir;
+        return run_serve(serve);
       }
       if (*c_bench) {
         bench.kv.default_spill_dir = default_spill_dir(data_dir);

@@ -24,6 +24,13 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
   return Status::Ok();
 }
 
+SessionUsage Session::usage() const {
+  SessionUsage u;
+  u.n_past = n_past();
+  u.n_ctx = n_ctx();
+  return u;
+}
+
 GgmlType kv_ggml_type(KvType t) {
   switch (t) {
     case KvType::F32:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -40,9 +41,41 @@ Status check_kv_types(const SessionParams& params, int64_t head_dim, int64_t hea
 /// [0, n_vocab), and room for the batch: "context full: N tokens fit ..." otherwise.
 Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_past, int64_t n_ctx);
 
+/// Progress of one eval() call, reported after each ubatch it commits (a decode step is one
+/// ubatch): `done` of `total` tokens of this call. Return false to stop: eval() then returns the
+/// error "cancelled" before its next ubatch (the ubatches already run stay committed; n_past()
+/// says how many positions). Returning false after the last ubatch changes nothing. Runs on the
+/// thread that called eval(), so it may read the session (usage()).
+using EvalProgress = std::function<bool(int64_t done, int64_t total)>;
+
+/// What a session holds and has done, in one backend-neutral struct (the app's dashboard and
+/// job telemetry read it; the backends' own stats() carry more). Bytes are all layers, K + V.
+struct SessionUsage {
+  bool gpu = false;  // the session runs on a CUDA device (the vram_* fields are then filled)
+  int64_t n_past = 0, n_ctx = 0;
+  int64_t prefill_tokens_computed = 0, decode_tokens = 0;
+  double prefill_s = 0, decode_s = 0;  // wall time inside eval(), prompt and decode steps
+  // The tiered KV cache (engine/kv/kv_cache.h KvStats): blocks and bytes per tier, and bytes
+  // moved between tiers since the session began.
+  int64_t window_blocks = 0, host_blocks = 0, disk_blocks = 0;
+  int64_t window_bytes = 0, host_bytes = 0, disk_bytes = 0;
+  int64_t window_to_host_bytes = 0, window_to_disk_bytes = 0, cold_to_window_bytes = 0;
+  // GPU sessions: device memory by purpose, and bytes over PCIe in both directions (decode
+  // queries and partials, prefill staging, window blocks copied off the device).
+  int64_t vram_weights = 0, vram_window = 0, vram_scratch = 0;
+  int64_t pcie_bytes = 0;
+};
+
 class Session {
  public:
   virtual ~Session() = default;
+
+  /// Installs (or, with an empty function, removes) the progress callback of later eval()s.
+  void set_eval_progress(EvalProgress progress) { progress_ = std::move(progress); }
+
+  /// The session's counters now. The base fills n_past and n_ctx; the CPU and CUDA sessions
+  /// the rest. Call from the thread that calls eval().
+  virtual SessionUsage usage() const;
 
   /// Appends `tokens` at positions [n_past, n_past + tokens.size()) and runs the forward pass.
   /// When `want_logits`, logits() afterwards holds the last token's logits [n_vocab].
@@ -56,6 +89,15 @@ class Session {
   virtual int64_t n_past() const = 0;
   virtual int64_t n_ctx() const = 0;
   virtual int64_t n_vocab() const = 0;
+
+ protected:
+  /// For the backends' ubatch loops: reports progress; false when eval() must stop.
+  bool report_progress(int64_t done, int64_t total) const {
+    return !progress_ || progress_(done, total) || done >= total;
+  }
+
+ private:
+  EvalProgress progress_;
 };
 
 }  // namespace spw

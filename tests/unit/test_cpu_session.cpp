@@ -162,5 +162,46 @@ TEST(CpuSession, ContextFullAndBadTokensLeaveTheSessionUnchanged) {
   EXPECT_EQ(s->n_past(), 6);
 }
 
+// The progress hook: called after every ubatch with tokens done of the call; returning false
+// stops the prompt before its next ubatch with "cancelled", keeping the ubatches that ran; a
+// later eval continues from there, and usage() counts what was computed.
+TEST(CpuSession, EvalProgressReportsUbatchesAndCancels) {
+  TestModelSpec spec;
+  const fs::path p = temp_path("progress.gguf");
+  ASSERT_TRUE(write_test_model(spec, p.string()).ok());
+  auto model = Model::load(p.string());
+  ASSERT_TRUE(model.ok());
+  auto s = fast(**model, KvType::F16, 1, /*ubatch=*/4);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  s->set_eval_progress([&](int64_t done, int64_t total) {
+    calls.emplace_back(done, total);
+    return true;
+  });
+  const std::vector<int32_t> ten = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  ASSERT_TRUE(s->eval(ten, true).ok());
+  const std::vector<std::pair<int64_t, int64_t>> want = {{4, 10}, {8, 10}, {10, 10}};
+  EXPECT_EQ(calls, want);
+  SessionUsage u = s->usage();
+  EXPECT_EQ(u.n_past, 10);
+  EXPECT_EQ(u.prefill_tokens_computed, 10);
+  EXPECT_EQ(u.window_blocks, 1);  // 10 tokens in one 256-token block
+  EXPECT_FALSE(u.gpu);
+
+  // Cancel after the first ubatch of the next prompt.
+  s->set_eval_progress([](int64_t done, int64_t) { return done < 4; });
+  auto st = s->eval(ten, true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message, "cancelled");
+  EXPECT_EQ(s->n_past(), 14);
+  // Returning false after the last ubatch changes nothing; without a hook all runs.
+  s->set_eval_progress([](int64_t, int64_t) { return false; });
+  const std::vector<int32_t> two = {3, 4};
+  EXPECT_TRUE(s->eval(two, true).ok());
+  s->set_eval_progress({});
+  EXPECT_TRUE(s->eval(ten, true).ok());
+  EXPECT_EQ(s->usage().n_past, 26);
+  EXPECT_EQ(s->usage().prefill_tokens_computed, 26);
+}
+
 }  // namespace
 }  // namespace spw

@@ -145,6 +145,27 @@ int64_t CpuSession::kv_bytes() const {
   return s.window_bytes + s.host_bytes + s.disk_bytes;
 }
 
+SessionUsage CpuSession::usage() const {
+  const CpuSessionStats st = stats();
+  SessionUsage u;
+  u.n_past = st.n_past;
+  u.n_ctx = n_ctx();
+  u.prefill_tokens_computed = st.prefill_tokens_computed;
+  u.decode_tokens = st.decode_tokens;
+  u.prefill_s = st.prefill_s;
+  u.decode_s = st.decode_s;
+  u.window_blocks = st.kv.window_blocks;
+  u.host_blocks = st.kv.host_blocks;
+  u.disk_blocks = st.kv.disk_blocks;
+  u.window_bytes = st.kv.window_bytes;
+  u.host_bytes = st.kv.host_bytes;
+  u.disk_bytes = st.kv.disk_bytes;
+  u.window_to_host_bytes = st.kv.window_to_host_bytes;
+  u.window_to_disk_bytes = st.kv.window_to_disk_bytes;
+  u.cold_to_window_bytes = st.kv.cold_to_window_bytes;
+  return u;
+}
+
 CpuSessionStats CpuSession::stats() const {
   const auto rd = [](const std::atomic<int64_t>& a) { return a.load(std::memory_order_relaxed); };
   CpuSessionStats s;
@@ -253,6 +274,7 @@ Status CpuSession::compute(std::span<const int32_t> tokens, bool want_logits, bo
     n_past_ += n;
     history_.insert(history_.end(), part.begin(), part.end());
     if (prefill) tel_.prefill_tokens_computed.fetch_add(n, std::memory_order_relaxed);
+    if (!report_progress(b + n, n_tokens)) return Error{"cancelled"};
   }
   return Status::Ok();
 }

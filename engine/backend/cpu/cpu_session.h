@@ -105,6 +105,7 @@ class CpuSession final : public Session {
 
   const CpuSessionTelemetry& telemetry() const { return tel_; }
   CpuSessionStats stats() const;
+  SessionUsage usage() const override;
   const kv::KvCache& cache() const { return *cache_; }
 
   /// Waits for the spills in flight (the tiers in stats() are then final).

@@ -417,6 +417,33 @@ Status CudaSession::carve_scratch() {
   return Status::Ok();
 }
 
+SessionUsage CudaSession::usage() const {
+  const CudaSessionStats st = stats();
+  SessionUsage u;
+  u.gpu = true;
+  u.n_past = st.n_past;
+  u.n_ctx = n_ctx();
+  u.prefill_tokens_computed = st.prefill_tokens_computed;
+  u.decode_tokens = st.decode_tokens;
+  u.prefill_s = st.prefill_s;
+  u.decode_s = st.decode_s;
+  u.window_blocks = st.kv.window_blocks;
+  u.host_blocks = st.kv.host_blocks;
+  u.disk_blocks = st.kv.disk_blocks;
+  u.window_bytes = st.kv.window_bytes;
+  u.host_bytes = st.kv.host_bytes;
+  u.disk_bytes = st.kv.disk_bytes;
+  u.window_to_host_bytes = st.kv.window_to_host_bytes;
+  u.window_to_disk_bytes = st.kv.window_to_disk_bytes;
+  u.cold_to_window_bytes = st.kv.cold_to_window_bytes;
+  u.vram_weights = st.vram_weights;
+  u.vram_window = st.vram_window;
+  u.vram_scratch = st.vram_scratch;
+  u.pcie_bytes =
+      st.query_d2h_bytes + st.partial_h2d_bytes + st.prefill_stage_h2d_bytes + st.window_d2h_bytes;
+  return u;
+}
+
 // ---- Forward pass ---------------------------------------------------------------------------
 
 // ---- The tiered KV cache --------------------------------------------------------------------
@@ -527,6 +554,10 @@ Status CudaSession::eval(std::span<const int32_t> tokens, bool want_logits) {
     cache_->commit(n);
     n_past_ += n;
     if (!decode) tel_.prefill_tokens_computed.fetch_add(n, std::memory_order_relaxed);
+    if (!last && !report_progress(b + n, n_tokens)) {
+      SPW_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+      return Error{"cancelled"};
+    }
   }
   SPW_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // also reports asynchronous errors
   if (want_logits) {
@@ -540,6 +571,7 @@ Status CudaSession::eval(std::span<const int32_t> tokens, bool want_logits) {
   } else {
     tel_.prefill_ns.fetch_add(ns, std::memory_order_relaxed);
   }
+  (void)report_progress(n_tokens, n_tokens);
   return Status::Ok();
 }
 

@@ -180,6 +180,7 @@ class CudaSession final : public Session {
 
   /// Counters, the cache's tiers and the VRAM by purpose. Any thread.
   CudaSessionStats stats() const;
+  SessionUsage usage() const override;
   /// The tiered cache (tests, telemetry).
   const kv::KvCache& cache() const { return *cache_; }
 
