@@ -24,7 +24,8 @@ die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 # The Debian 12 package set known to build together (Qt 6, poppler, CUDA-optional toolchain).
 PACKAGES=(
   cmake ninja-build pkg-config ccache g++
-  qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl1-mesa-dev libxkbcommon-dev
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev qt6-svg-dev libgl1-mesa-dev
+  libxkbcommon-dev
   libpoppler-qt6-dev libpoppler-cpp-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev libfmt-dev

@@ -1,6 +1,7 @@
 #include "app/cli/ask.h"
 
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "app/ask/ask.h"
 #include "app/cli/cli_common.h"
 #include "app/ingest/ingest.h"
+#include "app/jobs/jobs.h"
 #include "app/paths.h"
 #include "app/runtime/engine.h"
 #include "app/store/library.h"
@@ -175,6 +177,8 @@ int run_ask(const AskArgs& a) {
   if (!lib) return ask_fail(lib.error());
   auto doc = load_document(a, **lib);
   if (!doc) return ask_fail(doc.error());
+  // Interactive use: --when-idle jobs wait (app/jobs/jobs.h).
+  (void)app::mark_interactive(**lib, static_cast<int64_t>(std::time(nullptr)));
 
   auto tmpl = read_chat_template(model.file());
   if (!tmpl) return ask_fail(tmpl.error());

@@ -1,18 +1,165 @@
 #include "app/cli/serve.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "app/cli/cli_common.h"
+#include "app/cli/commands.h"
+#include "app/remote/openai_client.h"
+#include "app/runtime/engine.h"
+#include "app/serve/server.h"
 
 namespace spw::cli {
 
-CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
-  (void)args;
-  return app.add_subcommand("serve", "(not built yet)");
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
+  auto* c = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)");
+  c->add_option("-m,--model", a.model, "GGUF file")->required();
+  c->add_option("--host", a.host,
+                "Address to listen on (not loopback: needs SPILLWAY_API_KEY in the environment)")
+      ->capture_default_str();
+  c->add_option("--port", a.port, "TCP port (0: any free port, printed)")->capture_default_str();
+  c->add_option("-c,--ctx-size", a.n_ctx, "Context length in tokens (0: the model's)")
+      ->capture_default_str();
+  c->add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
+  c->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
+      ->capture_default_str();
+  c->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
+      ->capture_default_str();
+  c->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
+  c->add_option("--template", a.template_name, "Chat template (default: the model's)");
+  c->add_option("--alias", a.alias, "Model id to serve (default: the model's file name)");
+  c->add_option("--max-queue", a.max_queue,
+                "Requests that may wait for the engine; more are answered 503")
+      ->capture_default_str();
+  add_kv_options(*c, a.kv);
+  return c;
 }
 
-int run_serve(ServeArgs& args) {
-  (void)args;
-  std::fprintf(stderr, "error: serve is not built yet\n");
-  return 1;
+namespace {
+
+// SIGINT/SIGTERM end the server cleanly: the handler (whichever thread gets the signal) writes
+// the signal's number to a pipe that run_serve reads.
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void serve_stop_signal(int sig) {
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(g_stop_pipe[1], &c, 1);
+}
+
+bool install_stop_signals() {
+  if (::pipe(g_stop_pipe) != 0) return false;
+  struct sigaction sa = {};
+  sa.sa_handler = serve_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old = {};
+    // A signal the parent set to be ignored (nohup, background jobs) stays ignored.
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
+  return true;
+}
+
+int wait_for_stop_signal() {
+  char c = 0;
+  for (;;) {
+    const ssize_t n = ::read(g_stop_pipe[0], &c, 1);
+    if (n == 1) return c;
+    if (n < 0 && errno == EINTR) continue;
+    return 0;
+  }
+}
+
+}  // namespace
+
+int run_serve(ServeArgs& a) {
+  const std::string api_key = app::remote::api_key_from_env();
+  if (!app::serve::is_loopback_host(a.host) && api_key.empty()) {
+    std::fprintf(stderr,
+                 "error: refusing to listen on %s without an API key: set SPILLWAY_API_KEY "
+                 "(every request must then send 'Authorization: Bearer KEY'), or listen on "
+                 "127.0.0.1\n",
+                 a.host.c_str());
+    return 1;
+  }
+  if (a.port < 0 || a.port > 65535) {
+    std::fprintf(stderr, "error: --port %d: not a port (0-65535)\n", a.port);
+    return 1;
+  }
+  if (a.max_queue < 0) {
+    std::fprintf(stderr, "error: --max-queue %d must not be negative\n", a.max_queue);
+    return 1;
+  }
+  if (a.kv.default_spill_dir.empty()) a.kv.default_spill_dir = default_spill_dir(a.data_dir);
+  auto paging = make_paging(a.kv);
+  if (!paging) {
+    std::fprintf(stderr, "error: %s\n", paging.error().message.c_str());
+    return 1;
+  }
+  app::EngineSettings s;
+  s.model_path = a.model;
+  s.n_ctx = a.n_ctx;
+  s.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
+  s.kv_type_k = a.cache_type_k;
+  s.kv_type_v = a.cache_type_v;
+  s.device = a.device;
+  s.n_ubatch = a.kv.n_ubatch;
+  s.kv_block = paging->block_size;
+  s.kv_sinks = paging->n_sinks;
+  s.kv_window = paging->window_tokens;
+  s.host_budget = paging->host_budget;
+  s.disk_budget = paging->disk_budget;
+  s.spill_dir = paging->spill_dir;
+  s.attention = a.kv.attention;
+  s.template_name = a.template_name;
+  s.use_snapshots = false;
+  if (Status st = app::validate(s); !st) {
+    std::fprintf(stderr, "error: %s\n", st.error().message.c_str());
+    return 1;
+  }
+  auto engine = app::Engine::load(
+      s, [](const std::string& note) { std::fprintf(stderr, "%s\n", note.c_str()); });
+  if (!engine) {
+    std::fprintf(stderr, "error: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+
+  app::serve::ServerOptions o;
+  o.host = a.host;
+  o.port = a.port;
+  o.api_key = api_key;
+  o.model_id = a.alias.empty() ? std::filesystem::path(a.model).filename().string() : a.alias;
+  o.max_queue = a.max_queue;
+  o.log = [](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  if (!install_stop_signals()) {
+    std::fprintf(stderr, "error: cannot create a pipe: %s\n", std::strerror(errno));
+    return 1;
+  }
+  app::serve::Server server(o, app::serve::engine_backend(**engine));
+  if (Status st = server.start(); !st) {
+    std::fprintf(stderr, "error: %s\n", st.error().message.c_str());
+    return 1;
+  }
+  const bool v6 = a.host.find(':') != std::string::npos && a.host.front() != '[';
+  std::printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", a.host.c_str(), v6 ? "]" : "",
+              server.port());
+  std::fflush(stdout);
+  std::fprintf(stderr, "serving %s as '%s'%s; SIGINT or SIGTERM stops\n", a.model.c_str(),
+               o.model_id.c_str(), api_key.empty() ? "" : " (API key required)");
+
+  const int sig = wait_for_stop_signal();
+  std::fprintf(stderr, "stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  server.stop();
+  return 0;
 }
 
 }  // namespace spw::cli

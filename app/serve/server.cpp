@@ -1,0 +1,653 @@
+#include "app/serve/server.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <signal.h>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "app/serve/http.h"
+#include "app/serve/openai_json.h"
+
+namespace spw::app::serve {
+
+ServeBackend engine_backend(const Engine& engine) {
+  ServeBackend b;
+  b.chat = [&engine](const std::vector<ChatMessage>& m, const Completion& c,
+                     const RunCallbacks& cb) { return complete_chat(engine, m, c, cb); };
+  b.text = [&engine](const std::string& p, const Completion& c, const RunCallbacks& cb) {
+    return complete_text(engine, p, c, cb);
+  };
+  return b;
+}
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  return false;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Port and numeric address of a socket address (as httplib fills Request::remote_addr).
+int port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return -1;
+}
+std::string addr_of(const sockaddr_storage& a, socklen_t len) {
+  char host[NI_MAXHOST] = {};
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, nullptr, 0,
+                  NI_NUMERICHOST) != 0) {
+    return {};
+  }
+  return host;
+}
+
+// The connected socket a request came on, or -1: httplib 0.11 does not hand it to handlers, so
+// it is found by its (local port, remote address, remote port), unique per TCP connection.
+int find_connection_fd(const httplib::Request& req) {
+#ifdef __linux__
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int found = -1;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
+    if (port_of(local) != req.local_port) continue;
+    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
+    if (port_of(peer) != req.remote_port || addr_of(peer, peer_len) != req.remote_addr) continue;
+    found = int(fd);
+    break;
+  }
+  closedir(dir);
+  return found;
+#else
+  (void)req;
+  return -1;
+#endif
+}
+
+// True once the peer has closed its side (orderly FIN or reset). Pending bytes (a pipelined
+// request) count as alive.
+bool peer_closed(int fd) {
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  if (n > 0) return false;
+  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+// One request for the engine, shared by its connection thread and the worker.
+struct Job {
+  CompletionRequest req;
+  int fd = -1;  // the connection's socket, polled for a close; -1: unknown
+  std::atomic<bool> cancel{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;   // streamed text not yet written (guarded by mu)
+  bool started = false;  // the engine has evaluated something or produced text (mu)
+  bool done = false;     // result is set (mu)
+  std::optional<Expected<CompletionResult>> result;
+};
+
+// An engine error as the client sees it: bad prompts are the client's (400), the rest 500.
+ApiError engine_error(const Error& e, bool chat) {
+  const std::string& m = e.message;
+  ApiError a{500, m, "server_error", "", ""};
+  if (m.rfind("the prompt has ", 0) == 0 && m.find("the context holds") != std::string::npos) {
+    a = ApiError{400, m, "invalid_request_error", chat ? "messages" : "prompt",
+                 "context_length_exceeded"};
+  } else if (m == "the prompt is empty" || m.rfind("messages:", 0) == 0) {
+    a = ApiError{400, m, "invalid_request_error", chat ? "messages" : "prompt", ""};
+  } else if (m.rfind("--", 0) == 0) {  // a sampler setting out of range (validate's message)
+    a = ApiError{400, m, "invalid_request_error", "", ""};
+  }
+  return a;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_json(e), "application/json");
+}
+
+// cpp-httplib 0.11 sends without MSG_NOSIGNAL: a write to a connection the peer has closed
+// raises SIGPIPE, whose default action ends the process. Ignored (unless someone installed a
+// handler), the write fails with EPIPE instead.
+void ignore_sigpipe() {
+  struct sigaction old = {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+// Compares a presented key with the real one in time independent of where they differ.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i]) ^ uint8_t(b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions opt;
+  ServeBackend backend;
+  httplib::Server http;
+  int64_t created = unix_now();
+  int port = 0;
+  int listen_fd = -1;  // the listening socket (the last one httplib's socket options saw)
+
+  std::thread listener, worker;
+  std::atomic<bool> stop_flag{false};
+
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::deque<std::shared_ptr<Job>> queue;  // waiting jobs (qmu)
+  bool accepting = false;                  // (qmu)
+
+  std::mutex state_mu;
+  std::condition_variable state_cv;
+  bool started = false, stop_called = false, listener_done = false;  // (state_mu)
+
+  mutable std::mutex stats_mu;
+  ServerStats stats;
+  std::mutex log_mu;
+  std::set<std::string> notes_seen;  // (log_mu)
+
+  void log(const std::string& line) {
+    if (!opt.log) return;
+    std::lock_guard<std::mutex> lock(log_mu);
+    opt.log(line);
+  }
+  // An engine note ("note: CUDA unavailable ...") comes with every session: logged once.
+  void note(const std::string& line) {
+    if (!opt.log) return;
+    std::lock_guard<std::mutex> lock(log_mu);
+    if (notes_seen.insert(line).second) opt.log(line);
+  }
+  template <typename F>
+  void count(F f) {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    f(stats);
+  }
+
+  // --- the queue and the worker ---
+
+  enum class Enqueue { Ok, Full, Stopping };
+  Enqueue enqueue(const std::shared_ptr<Job>& job) {
+    {
+      std::lock_guard<std::mutex> lock(qmu);
+      if (!accepting) return Enqueue::Stopping;
+      if (queue.size() >= size_t(std::max(opt.max_queue, 0))) return Enqueue::Full;
+      queue.push_back(job);
+    }
+    qcv.notify_one();
+    return Enqueue::Ok;
+  }
+
+  static void finish(Job& job, Expected<CompletionResult> r) {
+    {
+      std::lock_guard<std::mutex> lock(job.mu);
+      job.result.emplace(std::move(r));
+      job.done = true;
+    }
+    job.cv.notify_all();
+  }
+
+  static CompletionResult cancelled_result() {
+    CompletionResult r;
+    r.finish_reason = "cancelled";
+    return r;
+  }
+
+  void worker_loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(qmu);
+        qcv.wait(lock, [&] { return !queue.empty() || !accepting; });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      run(*job);
+    }
+  }
+
+  void run(Job& job) {
+    bool started = false;
+    const auto mark_started = [&] {
+      if (started) return;
+      started = true;
+      {
+        std::lock_guard<std::mutex> lock(job.mu);
+        job.started = true;
+      }
+      job.cv.notify_all();
+    };
+    RunCallbacks cb;
+    cb.note = [this](const std::string& line) { note(line); };
+    cb.piece = [&](const std::string& piece) {
+      if (job.req.stream) {
+        std::lock_guard<std::mutex> lock(job.mu);
+        job.pending += piece;
+        job.started = true;
+        started = true;
+      }
+      job.cv.notify_all();
+    };
+    cb.usage = [&](const SessionUsage&) { mark_started(); };
+    cb.cancelled = [&] {
+      if (job.cancel.load() || stop_flag.load()) return true;
+      if (job.fd >= 0 && peer_closed(job.fd)) {
+        job.cancel = true;
+        return true;
+      }
+      return false;
+    };
+    std::optional<Expected<CompletionResult>> r;
+    try {
+      if (cb.cancelled()) {
+        r.emplace(cancelled_result());
+      } else if (job.req.chat) {
+        r.emplace(backend.chat(job.req.messages, job.req.completion, cb));
+      } else {
+        r.emplace(backend.text(job.req.prompt, job.req.completion, cb));
+      }
+    } catch (const std::exception& e) {
+      r.emplace(Error{std::string("internal error: ") + e.what()});
+    }
+    count([&](ServerStats& s) {
+      if (!r->ok()) {
+        ++s.failed;
+        return;
+      }
+      s.tokens_generated += (*r)->completion_tokens;
+      if ((*r)->finish_reason == "cancelled") {
+        ++s.cancelled;
+      } else {
+        ++s.completed;
+      }
+    });
+    finish(job, std::move(*r));
+  }
+
+  // --- HTTP ---
+
+  void access_log(const httplib::Request& req, int status, const Job* job, Clock::time_point t0) {
+    access_log(req.method, req.path, status, job, t0);
+  }
+  void access_log(const std::string& method, const std::string& path, int status, const Job* job,
+                  Clock::time_point t0) {
+    if (!opt.log) return;
+    std::string line = fmt::format("{} {} {}", method, path, status);
+    if (job && job->result && job->result->ok()) {
+      const CompletionResult& r = job->result->value();
+      line +=
+          fmt::format(" {}+{} tokens {}", r.prompt_tokens, r.completion_tokens, r.finish_reason);
+    }
+    line += fmt::format(" {:.2f} s", std::chrono::duration<double>(Clock::now() - t0).count());
+    log(line);
+  }
+
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+    const Clock::time_point t0 = Clock::now();
+    ApiError err;
+    std::optional<CompletionRequest> parsed = parse_completion_request(req.body, chat, &err);
+    if (parsed) {
+      if (Status st = validate(parsed->completion.sampling); !st) {
+        err = ApiError{400, st.error().message, "invalid_request_error", "", ""};
+        parsed.reset();
+      }
+    }
+    if (!parsed) {
+      count([](ServerStats& s) { ++s.bad_requests; });
+      send_error(res, err);
+      access_log(req, res.status, nullptr, t0);
+      return;
+    }
+    auto job = std::make_shared<Job>();
+    job->req = std::move(*parsed);
+    job->fd = find_connection_fd(req);
+    switch (enqueue(job)) {
+      case Enqueue::Ok:
+        break;
+      case Enqueue::Full:
+        count([](ServerStats& s) { ++s.rejected_busy; });
+        res.set_header("Retry-After", std::to_string(opt.retry_after_s));
+        send_error(res, ApiError{503,
+                                 fmt::format("the server is busy: {} requests are waiting for the "
+                                             "engine; retry after {} s",
+                                             opt.max_queue, opt.retry_after_s),
+                                 "server_error", "", "server_busy"});
+        access_log(req, res.status, nullptr, t0);
+        return;
+      case Enqueue::Stopping:
+        send_error(res, ApiError{503, "the server is shutting down", "server_error", "", ""});
+        access_log(req, res.status, nullptr, t0);
+        return;
+    }
+    const ResponseMeta meta{new_response_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(),
+                            opt.model_id};
+
+    // Wait for the result (whole responses) or the first sign of a running generation
+    // (streams), so that a request the engine refuses (a prompt longer than the context) is
+    // answered with its status rather than inside a 200 stream.
+    bool done;
+    {
+      std::unique_lock<std::mutex> lock(job->mu);
+      job->cv.wait(lock, [&] { return job->done || (job->req.stream && job->started); });
+      done = job->done;  // once true, job->result no longer changes
+    }
+    if (done) {
+      const Expected<CompletionResult>& r = *job->result;
+      if (!r.ok()) {
+        send_error(res, engine_error(r.error(), chat));
+      } else if (r->finish_reason == "cancelled" && stop_flag.load()) {
+        send_error(res, ApiError{503, "the server is shutting down", "server_error", "", ""});
+      } else if (!job->req.stream) {
+        res.status = 200;
+        res.set_content(completion_json(meta, chat, *r), "application/json");
+      } else {
+        res.status = 200;
+        bool ended = false;
+        res.set_content(stream_body(*job, meta, true, &ended), "text/event-stream");
+      }
+      access_log(req, res.status, job.get(), t0);
+      return;
+    }
+
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    auto first = std::make_shared<bool>(true);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, meta, first, t0, method = req.method, path = req.path](
+            size_t, httplib::DataSink& sink) -> bool {
+          {
+            std::unique_lock<std::mutex> lock(job->mu);
+            job->cv.wait_for(lock, std::chrono::seconds(1),
+                             [&] { return !job->pending.empty() || job->done; });
+          }
+          bool ended = false;
+          const std::string out = stream_body(*job, meta, *first, &ended);
+          *first = false;
+          if (!out.empty() && !sink.write(out.data(), out.size())) {
+            job->cancel = true;  // the client is gone: stop its generation
+            return false;
+          }
+          if (ended) {
+            sink.done();
+            access_log(method, path, 200, job.get(), t0);
+          }
+          return true;
+        },
+        [job](bool success) {
+          if (!success) job->cancel = true;
+        });
+  }
+
+  // The SSE text for what the job has produced since the last call: the role chunk first (chat),
+  // a chunk with the pending text, and once the job is done its last chunk (finish_reason), the
+  // usage chunk when asked for, and [DONE]. An engine error after the stream began is sent as an
+  // error event.
+  // `ended`: set when the text holds the end ([DONE]).
+  std::string stream_body(Job& job, const ResponseMeta& meta, bool first, bool* ended) {
+    const bool chat = job.req.chat;
+    std::string text;
+    bool done;
+    {
+      std::lock_guard<std::mutex> lock(job.mu);
+      text.swap(job.pending);
+      done = job.done;
+    }
+    std::string out;
+    if (first && chat) out += sse_event(chunk_json(meta, true, "", true, ""));
+    if (!text.empty()) out += sse_event(chunk_json(meta, chat, text, false, ""));
+    if (done) {
+      const Expected<CompletionResult>& r = *job.result;
+      if (r.ok()) {
+        out += sse_event(chunk_json(meta, chat, "", false, r->finish_reason));
+        if (job.req.include_usage) {
+          out += sse_event(usage_chunk_json(meta, chat, r->prompt_tokens, r->completion_tokens));
+        }
+      } else {
+        out += sse_event(error_json(engine_error(r.error(), chat)));
+      }
+      out += sse_event("[DONE]");
+      *ended = true;
+    }
+    return out;
+  }
+
+  void setup_routes() {
+    const int threads = opt.http_threads > 0 ? opt.http_threads : std::max(opt.max_queue, 0) + 8;
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    http.set_read_timeout(60);
+    http.set_write_timeout(60);
+    http.set_keep_alive_timeout(5);
+    http.set_payload_max_length(opt.max_body_bytes);
+    // httplib's default sets SO_REUSEPORT, which lets a second server share the port silently;
+    // SO_REUSEADDR only allows a restart over connections in TIME_WAIT.
+    http.set_socket_options([this](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd = sock;
+    });
+
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (opt.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      if (auth.rfind(prefix, 0) == 0 &&
+          constant_time_equal(auth.substr(prefix.size()), opt.api_key)) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      count([](ServerStats& s) { ++s.unauthorized; });
+      log(fmt::format("{} {} 401 ({})", req.method, req.path,
+                      auth.empty() ? "no API key" : "wrong API key"));
+      send_error(res, ApiError{401,
+                               auth.empty() ? "missing API key: send the header 'Authorization: "
+                                              "Bearer KEY'"
+                                            : "incorrect API key",
+                               "invalid_request_error", "", "invalid_api_key"});
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      ApiError e{res.status, fmt::format("HTTP {} for {} {}", res.status, req.method, req.path),
+                 "invalid_request_error", "", ""};
+      if (res.status == 404) {
+        e.message = fmt::format(
+            "no such endpoint: {} {} (served: GET /v1/models, POST "
+            "/v1/chat/completions, POST /v1/completions)",
+            req.method, req.path);
+      } else if (res.status == 413) {
+        e.message = "the request body is too large";
+      } else if (res.status >= 500) {
+        e.type = "server_error";
+      }
+      res.set_content(error_json(e), "application/json");
+    });
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown exception";
+          try {
+            if (ep) std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          send_error(res, ApiError{500, "internal error: " + what, "server_error", "", ""});
+        });
+
+    const auto models = [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(models_json(opt.model_id, created), "application/json");
+    };
+    http.Get("/v1/models", models);
+    http.Get("/models", models);
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.matches[1] != opt.model_id) {
+        send_error(res, ApiError{404,
+                                 fmt::format("the model '{}' does not exist (served: '{}')",
+                                             req.matches[1].str(), opt.model_id),
+                                 "invalid_request_error", "model", "model_not_found"});
+        return;
+      }
+      res.set_content(model_json(opt.model_id, created), "application/json");
+    });
+    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    for (const char* p : {"/v1/chat/completions", "/chat/completions"}) {
+      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) {
+        handle_completion(req, res, true);
+      });
+    }
+    for (const char* p : {"/v1/completions", "/completions"}) {
+      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) {
+        handle_completion(req, res, false);
+      });
+    }
+  }
+};
+
+Server::Server(ServerOptions options, ServeBackend backend) : impl_(std::make_unique<Impl>()) {
+  impl_->opt = std::move(options);
+  impl_->backend = std::move(backend);
+}
+
+Server::~Server() { stop(); }
+
+Status Server::start() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.state_mu);
+    if (m.started) return Error{"the server is already started"};
+    if (m.stop_called) return Error{"the server was stopped; make a new one"};
+  }
+  const ServerOptions& o = m.opt;
+  if (!is_loopback_host(o.host) && o.api_key.empty()) {
+    return make_error(
+        "refusing to listen on {} without an API key: set SPILLWAY_API_KEY (every request must "
+        "then send 'Authorization: Bearer KEY'), or listen on 127.0.0.1",
+        o.host);
+  }
+  if (o.port < 0 || o.port > 65535) return make_error("--port {}: not a port (0-65535)", o.port);
+  if (!m.backend.chat || !m.backend.text) return Error{"the server has no engine"};
+  // A client that goes away mid-response must not kill the process: writes then fail (EPIPE)
+  // and cancel the generation instead.
+  ignore_sigpipe();
+  m.setup_routes();
+  const std::string bind_host = o.host == "[::1]" ? "::1" : o.host;
+  errno = 0;
+  if (o.port == 0) {
+    m.port = m.http.bind_to_any_port(bind_host);
+    if (m.port < 0) m.port = 0;
+  } else if (m.http.bind_to_port(bind_host, o.port)) {
+    m.port = o.port;
+  }
+  if (m.port == 0) {
+    const int e = errno;
+    return make_error("cannot listen on {}:{}{}", o.host, o.port,
+                      e ? fmt::format(" ({})", std::strerror(e)) : std::string());
+  }
+  // httplib 0.11 listens with a backlog of 5: a burst of clients overflows it and some see
+  // resets. Listening again on the bound socket raises the backlog.
+  if (m.listen_fd >= 0) ::listen(m.listen_fd, 1024);
+  {
+    std::lock_guard<std::mutex> lock(m.qmu);
+    m.accepting = true;
+  }
+  m.worker = std::thread([&m] { m.worker_loop(); });
+  m.listener = std::thread([&m] {
+    m.http.listen_after_bind();
+    std::lock_guard<std::mutex> lock(m.state_mu);
+    m.listener_done = true;
+    m.state_cv.notify_all();
+  });
+  // stop() before the listener runs would not reach it: wait until it accepts.
+  while (!m.http.is_running()) {
+    {
+      std::lock_guard<std::mutex> lock(m.state_mu);
+      if (m.listener_done) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::lock_guard<std::mutex> lock(m.state_mu);
+  m.started = true;
+  return Status::Ok();
+}
+
+int Server::port() const { return impl_->port; }
+
+void Server::stop() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.state_mu);
+    if (m.stop_called) return;
+    m.stop_called = true;
+    if (!m.started) return;
+  }
+  m.stop_flag = true;
+  std::deque<std::shared_ptr<Job>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(m.qmu);
+    m.accepting = false;
+    waiting.swap(m.queue);
+  }
+  m.qcv.notify_all();
+  for (const auto& job : waiting) Impl::finish(*job, Impl::cancelled_result());
+  if (m.worker.joinable()) m.worker.join();  // the running generation sees stop_flag
+  m.http.stop();
+  if (m.listener.joinable()) m.listener.join();
+}
+
+void Server::wait() {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.state_mu);
+  m.state_cv.wait(lock, [&] { return !m.started || m.listener_done; });
+}
+
+ServerStats Server::stats() const {
+  ServerStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->stats_mu);
+    s = impl_->stats;
+  }
+  std::lock_guard<std::mutex> lock(impl_->qmu);
+  s.waiting = int64_t(impl_->queue.size());
+  return s;
+}
+
+}  // namespace spw::app::serve
