@@ -1,28 +1,54 @@
 // spillway: the desktop app.
-//   spillway [--data-dir DIR] [--screenshot PATH]
-// --screenshot renders the main window to a PNG once it is shown and exits (headless checks:
-// QT_QPA_PLATFORM=offscreen or xvfb-run).
-#include <cstdlib>
+//   spillway [FILE.pdf...] [--model PATH] [--data-dir DIR] [--ask QUESTION]
+//            [--screenshot OUT.png] [--screenshot-delay MS]
+// Files given are added to the library (in the background) and the first one is opened.
+// --screenshot renders the main window to a PNG once the first page is on screen (or start-up
+// ended with nothing to show) and the delay has passed, then exits (headless checks:
+// QT_QPA_PLATFORM=offscreen or xvfb-run). --ask puts a question to the first document once its
+// page is shown; with --screenshot the screenshot then waits for the answer.
 #include <cstdio>
+#include <cstdlib>
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QIcon>
 #include <QMessageBox>
 #include <QPixmap>
+#include <QPushButton>
+#include <QStandardPaths>
 #include <QTimer>
 
 #include "app/paths.h"
 #include "app/version.h"
+#include "app/worker/engine_worker.h"
+#include "ui/app_controller.h"
+#include "ui/chat_panel.h"
 #include "ui/main_window.h"
 
 namespace {
 
-// Time for the first layout and paint after show() before grabbing; grab() renders the widget
-// tree itself, so this only has to outlast the first event-loop turns.
-constexpr int kScreenshotDelayMs = 300;
+constexpr int kDefaultScreenshotDelayMs = 300;
+// A screenshot run that never gets a page on screen ends with an error instead of hanging.
+constexpr int kScreenshotWatchdogMs = 120'000;
 
 QString fromUtf8(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+
+// Icons the desktop's theme lacks come from Adwaita when it is installed, before the style's
+// few built-in ones. Outside a desktop session (xvfb-run, offscreen) Qt knows no theme and no
+// system icon folder at all: give it the XDG icon folders and the base theme, so the window
+// looks the same there.
+void useInstalledIconThemes() {
+  QStringList paths = QIcon::themeSearchPaths();
+  for (const QString& dir :
+       QStandardPaths::locateAll(QStandardPaths::GenericDataLocation, QStringLiteral("icons"),
+                                 QStandardPaths::LocateDirectory)) {
+    if (!paths.contains(dir)) paths << dir;
+  }
+  QIcon::setThemeSearchPaths(paths);
+  QIcon::setFallbackThemeName(QStringLiteral("Adwaita"));
+  if (QIcon::themeName().isEmpty()) QIcon::setThemeName(QStringLiteral("hicolor"));
+}
 
 }  // namespace
 
@@ -46,44 +72,92 @@ int main(int argc, char** argv) {
   QApplication::setApplicationVersion(fromUtf8(spw::app::version()));
   QApplication::setDesktopFileName(QStringLiteral("spillway"));
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/spillway/spillway.svg")));
+  useInstalledIconThemes();
 
   QCommandLineParser parser;
   parser.setApplicationDescription(
       QStringLiteral("Spillway: local whole-document questions and answers with page citations."));
   parser.addHelpOption();
   parser.addVersionOption();
+  parser.addPositionalArgument(QStringLiteral("files"),
+                               QStringLiteral("PDF files to add to the library; the first opens."),
+                               QStringLiteral("[FILE.pdf...]"));
+  const QCommandLineOption model_opt(QStringLiteral("model"),
+                                     QStringLiteral("The GGUF model to answer with."),
+                                     QStringLiteral("PATH"));
   const QCommandLineOption data_dir_opt(
       QStringLiteral("data-dir"),
       QStringLiteral("Keep the library and caches in DIR instead of the XDG folders."),
       QStringLiteral("DIR"));
   const QCommandLineOption screenshot_opt(
       QStringLiteral("screenshot"),
-      QStringLiteral("Render the main window to the PNG file PATH once shown, then exit."),
-      QStringLiteral("PATH"));
+      QStringLiteral("Render the main window to the PNG file OUT once the first page is shown, "
+                     "then exit."),
+      QStringLiteral("OUT.png"));
+  const QCommandLineOption delay_opt(
+      QStringLiteral("screenshot-delay"),
+      QStringLiteral("Wait MS milliseconds after the first page is shown before the screenshot "
+                     "(default %1).")
+          .arg(kDefaultScreenshotDelayMs),
+      QStringLiteral("MS"), QString::number(kDefaultScreenshotDelayMs));
+  const QCommandLineOption ask_opt(
+      QStringLiteral("ask"),
+      QStringLiteral("Once the first page is shown, ask QUESTION about it in the chat (with "
+                     "--screenshot: the screenshot is taken when the answer is complete)."),
+      QStringLiteral("QUESTION"));
+  parser.addOption(model_opt);
+  parser.addOption(ask_opt);
   parser.addOption(data_dir_opt);
   parser.addOption(screenshot_opt);
+  parser.addOption(delay_opt);
   parser.process(app);
+
+  const bool screenshot = parser.isSet(screenshot_opt);
+  const auto fail = [screenshot](const QString& msg) {
+    std::fprintf(stderr, "spillway: %s\n", qPrintable(msg));
+    if (!screenshot) QMessageBox::critical(nullptr, QStringLiteral("Spillway"), msg);
+    return 1;
+  };
+  bool delay_ok = false;
+  const int delay_ms = parser.value(delay_opt).toInt(&delay_ok);
+  if (!delay_ok || delay_ms < 0) {
+    return fail(QStringLiteral("--screenshot-delay: '%1' is not a number of milliseconds")
+                    .arg(parser.value(delay_opt)));
+  }
+  const QStringList files = parser.positionalArguments();
+  for (const QString& f : files) {
+    if (!QFileInfo(f).isFile()) return fail(QStringLiteral("no such file: %1").arg(f));
+  }
 
   spw::app::PathOverrides overrides;
   if (parser.isSet(data_dir_opt)) overrides.data_dir = parser.value(data_dir_opt).toStdString();
   auto paths = spw::app::prepare_paths(overrides);
-  if (!paths) {
-    const QString msg = fromUtf8(paths.error().message);
-    std::fprintf(stderr, "spillway: %s\n", qPrintable(msg));
-    if (!parser.isSet(screenshot_opt))
-      QMessageBox::critical(nullptr, QStringLiteral("Spillway"), msg);
-    return 1;
-  }
+  if (!paths) return fail(fromUtf8(paths.error().message));
 
   spw::ui::MainWindow window(spw::ui::MainWindowParams{
       .version = fromUtf8(spw::app::version()),
       .data_dir = QString::fromStdString(paths->data_dir.string()),
+      .model_path = parser.value(model_opt),
+      .files = files,
+      // The sample contract comes with a first start that brings no documents of its own.
+      .add_sample = files.isEmpty(),
   });
   window.show();
 
-  if (parser.isSet(screenshot_opt)) {
-    const QString out = parser.value(screenshot_opt);
-    QTimer::singleShot(kScreenshotDelayMs, &window, [&window, out] {
+  // The engine worker, chat, dashboard, jobs and Settings; destroyed before the window.
+  spw::ui::AppController controller(
+      window, spw::ui::AppControllerParams{
+                  .data_dir = QString::fromStdString(paths->data_dir.string()),
+                  .cache_dir = QString::fromStdString(paths->cache_dir.string()),
+                  .model_path = parser.value(model_opt),
+              });
+
+  const QString question = parser.value(ask_opt);
+  const QString out = parser.value(screenshot_opt);
+  const bool want_page = !files.isEmpty();
+  // Takes the screenshot (when asked for) `delay_ms` after now, then exits.
+  const auto shoot = [&window, out, delay_ms, want_page](bool page_shown) {
+    QTimer::singleShot(delay_ms, &window, [&window, out, want_page, page_shown] {
       const QPixmap shot = window.grab();
       if (shot.isNull() || !shot.save(out, "PNG")) {
         std::fprintf(stderr, "spillway: could not write the screenshot to %s\n", qPrintable(out));
@@ -92,7 +166,55 @@ int main(int argc, char** argv) {
       }
       std::printf("spillway: screenshot (%dx%d) written to %s\n", shot.width(), shot.height(),
                   qPrintable(out));
+      if (want_page && !page_shown) {
+        std::fprintf(stderr,
+                     "spillway: no page was shown: the files given could not be added (see the "
+                     "screenshot)\n");
+        QApplication::exit(1);
+        return;
+      }
       QApplication::exit(0);
+    });
+  };
+  if (!question.isEmpty()) {
+    // Ask once the first page is on screen; with --screenshot, shoot when the answer is done.
+    QObject::connect(
+        &window, &spw::ui::MainWindow::readyForScreenshot, &window,
+        [&controller, question](bool) { controller.chat()->askQuestion(question); },
+        Qt::SingleShotConnection);
+    // A document longer than the context: answer over parts (the chat's "Use map-reduce").
+    QObject::connect(
+        controller.worker(), &spw::app::EngineWorker::planReady, &window,
+        [&controller](const spw::app::PlanSummary& plan, const spw::app::AskRequest&) {
+          if (!plan.needs_choice()) return;
+          std::fprintf(stderr,
+                       "spillway: --ask: the document needs %lld tokens, the context holds "
+                       "%lld; answering over parts (map-reduce)\n",
+                       static_cast<long long>(plan.prompt_tokens),
+                       static_cast<long long>(plan.n_ctx));
+          QTimer::singleShot(0, controller.chat()->mapReduceButton(), &QPushButton::click);
+        },
+        Qt::SingleShotConnection);
+    if (screenshot) {
+      QObject::connect(
+          controller.worker(), &spw::app::EngineWorker::answerFinished, &window,
+          [shoot](const spw::app::AnswerResult&) { shoot(true); }, Qt::SingleShotConnection);
+      QObject::connect(
+          controller.worker(), &spw::app::EngineWorker::answerFailed, &window,
+          [shoot](const QString& message) {
+            std::fprintf(stderr, "spillway: the answer failed: %s\n", qPrintable(message));
+            shoot(true);
+          },
+          Qt::SingleShotConnection);
+    }
+  } else if (screenshot) {
+    QObject::connect(&window, &spw::ui::MainWindow::readyForScreenshot, &window, shoot);
+  }
+  if (screenshot) {
+    QTimer::singleShot(kScreenshotWatchdogMs, &window, [] {
+      std::fprintf(stderr, "spillway: nothing to show within %d s; no screenshot taken\n",
+                   kScreenshotWatchdogMs / 1000);
+      QApplication::exit(1);
     });
   }
   return QApplication::exec();

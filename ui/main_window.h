@@ -1,19 +1,50 @@
-// The main window. For now a placeholder centre that says what Spillway is; the library (left),
-// page viewer (centre), chat (right) and the dashboard/jobs docks of DESIGN.md §6 come later.
+// The main window (DESIGN.md §6): the library (left dock), the PDF page viewer (centre), chat
+// (right dock), the memory dashboard and job queue (bottom docks, tabbed). The chat, dashboard
+// and jobs widgets are made elsewhere and handed in with the setters; until then the docks hold
+// placeholders that say what will be there.
+//
+// Documents come in by drag and drop anywhere on the window, File > Open or the command line;
+// they are ingested in the background (app/worker/ingest_worker.h) with a progress row each.
+// The window's geometry and dock layout are kept in the library's settings table (per data
+// folder), as are "the sample was added" and the last page read.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <QHash>
+#include <QList>
 #include <QMainWindow>
 #include <QString>
+#include <QStringList>
 
+#include "app/worker/ingest_worker.h"
+
+class QDockWidget;
+class QMimeData;
 class QLabel;
+
+namespace spw::app {
+class Library;
+}  // namespace spw::app
 
 namespace spw::ui {
 
-/// What the window shows that comes from outside the UI (no engine types here: the UI talks to
-/// app/ only).
+class LibraryPanel;
+class PageViewer;
+
+/// What the window gets from outside the UI (no engine types here: the UI talks to app/ only).
 struct MainWindowParams {
-  QString version;   // "0.1.0"
-  QString data_dir;  // shown in the status bar
+  QString version;     // "0.1.0"
+  QString data_dir;    // holds library.sqlite3 (must exist and be writable)
+  QString model_path;  // --model: for the engine worker (the window only shows its name)
+  QStringList files;   // PDFs to ingest after show(); the first one is opened
+  /// First start: when the library is empty and the sample was never added, ingest this PDF
+  /// (a Qt resource path or a file; copied to <data_dir>/sample/ first) and open it.
+  bool add_sample = true;
+  QString sample_pdf = QStringLiteral(":/spillway/sample/spillway-sample-contract.pdf");
+  bool restore_layout = true;  // restore the saved geometry and docks (else 1280x800 default)
 };
 
 class MainWindow final : public QMainWindow {
@@ -23,15 +54,123 @@ class MainWindow final : public QMainWindow {
  public:
   static constexpr int kDefaultWidth = 1280;
   static constexpr int kDefaultHeight = 800;
+  /// Library settings keys.
+  static constexpr const char* kGeometryKey = "ui.geometry";         // base64 saveGeometry()
+  static constexpr const char* kStateKey = "ui.window_state";        // base64 saveState()
+  static constexpr const char* kSampleAddedKey = "ui.sample_added";  // "1" once ingested
+  static constexpr const char* kLastDocKey = "ui.last_document";     // "id:page"
+
+  /// Asks for an encrypted file's password (`wrong`: the last one failed); nullopt skips the
+  /// file. The default shows PasswordDialog; tests inject their own.
+  using PasswordProvider = std::function<std::optional<QString>(const QString& file, bool wrong)>;
 
   explicit MainWindow(const MainWindowParams& params, QWidget* parent = nullptr);
-  ~MainWindow() override = default;
+  /// Stops a running ingest (cancel flag, then joins its thread).
+  ~MainWindow() override;
 
-  /// Replaces the status bar's permanent line (model, backend, data folder).
-  void setStatusLine(const QString& text);
+  const MainWindowParams& params() const { return params_; }
+
+  // --- widgets made elsewhere (the window takes ownership) ------------------------------
+  void setChatWidget(QWidget* widget);
+  void setDashboardWidget(QWidget* widget);
+  void setJobsWidget(QWidget* widget);
+  QDockWidget* chatDock() const { return chat_dock_; }
+  QDockWidget* dashboardDock() const { return memory_dock_; }
+  QDockWidget* jobsDock() const { return jobs_dock_; }
+
+  // --- status bar -------------------------------------------------------------------------
+  /// "CUDA: RTX 4090, 20.1 GiB free" / "CPU — no CUDA driver found (...)".
+  void setBackendStatus(const QString& text);
+  /// The model's name, or how to choose one.
+  void setModelStatus(const QString& text);
+  /// What is happening now ("Adding 2 files…", "Ready").
+  void setActivity(const QString& text);
+  QString backendStatus() const;
+  QString modelStatus() const;
+  QString activity() const;
+
+  // --- documents --------------------------------------------------------------------------
+  /// Tokens of each document for the current model (the library's Tokens column).
+  void setTokenCounts(const QHash<qint64, qint64>& counts);
+  /// Queues PDFs for ingest (what a drop does). `open_first`: open the first file's document
+  /// when it is in. Returns the ingest request ids.
+  QList<qint64> addFiles(const QStringList& paths, bool open_first = true);
+  /// Removes a document from the library (asks first when `confirm`).
+  void removeDocument(qint64 doc_id, bool confirm = true);
+  /// Re-ingests a document with OCR (when the build has tesseract; says so when not).
+  void ocrDocument(qint64 doc_id);
+  void setPasswordProvider(PasswordProvider provider) { password_provider_ = std::move(provider); }
+  /// Ingest requests queued or running.
+  int pendingIngests() const;
+  /// Writes the geometry and dock layout to the library's settings (also done on close).
+  void saveLayout();
+
+  LibraryPanel* libraryPanel() const { return library_panel_; }
+  PageViewer* pageViewer() const { return viewer_; }
+  /// The GUI thread's library connection (null when it failed to open; the window says why).
+  app::Library* library() const { return lib_.get(); }
+
+ public slots:
+  /// Opens page `page_no` of `doc_id` in the viewer with `highlight` (a quote or search words)
+  /// marked, selecting the document in the library. Unknown documents: a note in the status bar.
+  void showPage(qint64 doc_id, int page_no, const QString& highlight = {});
+  /// File > Open: a multi-select file dialog.
+  void openFiles();
+
+ signals:
+  void documentSelectionChanged(QList<qint64> doc_ids);
+  void settingsRequested();
+  /// Documents were added or removed (token counts, chat document lists may need refreshing).
+  void libraryChanged();
+  /// One ingest request ended (after the window handled it: password retry, rows, reload).
+  void ingestFinished(spw::app::IngestOutcome outcome);
+  /// Once per window: the first page is on screen, or start-up ended with nothing to show.
+  void readyForScreenshot(bool page_shown);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
-  QLabel* status_label_ = nullptr;
+  struct PendingIngest {
+    QString path;
+    bool open_when_done = false;
+    bool is_sample = false;
+  };
+  void buildMenus();
+  void buildDocks();
+  void restoreLayout();
+  void startup();
+  void addSample();
+  qint64 enqueue(const QString& path, const QString& password, bool ocr, qint64 replace_doc_id,
+                 PendingIngest pending);
+  void onIngestFinished(const app::IngestOutcome& outcome);
+  void updateIngestActivity();
+  void checkScreenshotReady();
+  QStringList pdfsIn(const QMimeData* mime) const;
+
+  MainWindowParams params_;
+  std::unique_ptr<app::Library> lib_;
+  QString lib_error_;
+  app::IngestQueue* ingest_ = nullptr;
+  LibraryPanel* library_panel_ = nullptr;
+  PageViewer* viewer_ = nullptr;
+  QDockWidget* library_dock_ = nullptr;
+  QDockWidget* chat_dock_ = nullptr;
+  QDockWidget* memory_dock_ = nullptr;
+  QDockWidget* jobs_dock_ = nullptr;
+  QLabel* activity_label_ = nullptr;
+  QLabel* model_label_ = nullptr;
+  QLabel* backend_label_ = nullptr;
+  PasswordProvider password_provider_;
+  QHash<qint64, PendingIngest> pending_;
+  qint64 last_doc_ = 0;  // the page on screen, saved with the layout
+  int last_page_ = 0;
+  bool screenshot_signalled_ = false;
+  bool startup_done_ = false;
+  bool closing_ = false;
 };
 
 }  // namespace spw::ui

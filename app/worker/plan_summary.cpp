@@ -1,0 +1,202 @@
+#include "app/worker/plan_summary.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "app/ask/ask.h"
+#include "app/ask/prompt.h"
+#include "app/runtime/engine.h"
+#include "engine/common/size.h"
+#include "engine/kv/bandwidth_probe.h"
+#include "engine/kv/planner.h"
+#include "engine/session/device.h"
+
+namespace spw::app {
+
+namespace {
+
+GgmlType ggml_kv_type(const std::string& text) {
+  auto t = parse_kv_type(text);
+  if (!t) return GgmlType::F16;
+  switch (*t) {
+    case KvType::F32:
+      return GgmlType::F32;
+    case KvType::Q8_0:
+      return GgmlType::Q8_0;
+    case KvType::F16:
+      break;
+  }
+  return GgmlType::F16;
+}
+
+PlanTierSummary tier(const kv::TierPlan& t) { return {t.blocks, t.tokens, t.bytes}; }
+
+// The Settings dialog's wording of a planner suggestion (its flag is the CLI's).
+std::string setting_for(const kv::Suggestion& s) {
+  const auto value_after = [&](const std::string& flag) {
+    const size_t sp = flag.find(' ');
+    return sp == std::string::npos ? std::string() : flag.substr(sp + 1);
+  };
+  if (s.kind == "ctx") return "Settings > Model: context length " + value_after(s.flag);
+  if (s.kind == "cache-type") return "Settings > Model: K and V precision q8_0";
+  if (s.kind == "ram") return "Settings > Model: RAM budget " + value_after(s.flag);
+  if (s.kind == "disk") return "Settings > Model: disk budget " + value_after(s.flag);
+  if (s.kind == "kv-window") return "Settings > Model: KV window " + value_after(s.flag);
+  if (s.kind == "cpu") return "Settings > Model: device CPU";
+  return s.flag;
+}
+
+}  // namespace
+
+PlanProbes measure_plan_probes(const std::string& spill_dir) {
+  PlanProbes p;
+  const unsigned hw = std::thread::hardware_concurrency();
+  p.ram_gb_per_s =
+      kv::probe_ram_read_gb_per_s(hw == 0 ? 1 : static_cast<int>(hw), int64_t{64} << 20);
+  if (!spill_dir.empty()) {
+    if (auto d = kv::probe_disk(spill_dir, int64_t{16} << 20)) {
+      p.disk_read_gb_per_s = d->read_gb_per_s;
+      p.disk_write_gb_per_s = d->write_gb_per_s;
+    }
+  }
+  const CudaProbe cuda = probe_cuda();
+  if (cuda.usable) p.vram_free = cuda.free_bytes;
+  return p;
+}
+
+PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
+                              const std::string& question, int32_t n_predict,
+                              const PlanProbes& probes) {
+  PlanSummary s;
+  s.doc_id = doc.id;
+  s.doc_title = doc.title;
+  const EngineSettings& es = engine.settings();
+  const ModelConfig& c = engine.model().config();
+  s.n_ctx_train = c.n_ctx_train;
+  s.n_ctx = es.n_ctx > 0 ? es.n_ctx : c.n_ctx_train;
+  s.answer_reserve = answer_reserve(n_predict, s.n_ctx);
+
+  const PromptContext ctx{&engine.tokenizer(), engine.family()};
+  PageRange whole;
+  whole.page_end = doc.pages.size();
+  const BuiltPrompt prompt = build_document_prompt(ctx, doc, whole, question);
+  s.prompt_tokens = static_cast<int64_t>(prompt.tokens.size());
+  s.fits_context = s.prompt_tokens + s.answer_reserve <= s.n_ctx;
+  if (!s.fits_context) {
+    if (auto parts = plan_parts(ctx, doc, question, s.n_ctx, s.answer_reserve))
+      s.n_parts = static_cast<int>(parts->size());
+  }
+  s.planned_tokens = std::min(s.prompt_tokens + s.answer_reserve, s.n_ctx);
+
+  // Where the run goes: ask_library_document runs on the CPU when saved KV is on and the
+  // device is auto (snapshots need the CPU session's paged cache).
+  const bool want_gpu = es.device == "cuda" || (es.device == "auto" && !es.use_snapshots);
+  kv::PlanInput in;
+  in.n_layer = c.n_layer;
+  in.n_kv_heads = c.n_head_kv;
+  in.head_dim = c.head_dim;
+  in.head_dim_v = c.head_dim_v;
+  in.weights_bytes = kv::decode_weight_bytes(engine.model());
+  in.n_ctx = std::max<int64_t>(1, s.planned_tokens);
+  in.type_k = ggml_kv_type(es.kv_type_k);
+  in.type_v = ggml_kv_type(es.kv_type_v);
+  in.block_size = es.kv_block;
+  in.n_sinks = es.kv_sinks;
+  in.window_tokens = es.kv_window;
+  in.ubatch = es.n_ubatch;
+  in.vram = want_gpu && probes.vram_free > 0 ? probes.vram_free : -1;
+  in.ram = es.host_budget;
+  in.disk = es.disk_budget > 0 ? es.disk_budget : -1;
+  in.ram_gb_per_s = probes.ram_gb_per_s;
+  in.disk_read_gb_per_s = probes.disk_read_gb_per_s;
+  in.disk_write_gb_per_s = probes.disk_write_gb_per_s;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  in.physical_ram = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  auto planned = kv::make_plan(in);
+  if (!planned) {
+    s.error = planned.error().message;
+    return s;
+  }
+  const kv::Plan& p = *planned;
+  s.gpu = p.gpu;
+  s.kv_bytes_per_token = p.kv_bytes_per_token;
+  s.window = tier(p.window);
+  s.host = tier(p.host);
+  s.disk = tier(p.disk);
+  s.vram_bytes = p.vram_bytes;
+  s.ram_kv_bytes = p.ram_kv_bytes;
+  s.fits_memory = p.fits;
+  s.max_tokens = p.max_tokens;
+  s.prefill_s = p.prefill_s;
+  s.decode_tokens_per_s = p.decode_tokens_per_s;
+  s.problems = p.problems;
+  s.warnings = p.warnings;
+
+  if (!s.fits_context) {
+    s.problems.insert(s.problems.begin(),
+                      fmt::format("the prompt needs {} tokens and the answer {}, but the context "
+                                  "holds {}",
+                                  s.prompt_tokens, s.answer_reserve, s.n_ctx));
+    if (s.n_parts > 0) {
+      s.suggestions.push_back(
+          {"map-reduce", "--map-reduce", "Use map-reduce",
+           fmt::format("answer over {} page-aligned parts, then combine the parts' answers",
+                       s.n_parts)});
+    }
+    const int64_t need = s.prompt_tokens + s.answer_reserve;
+    if (need <= s.n_ctx_train) {
+      s.suggestions.push_back({"ctx", fmt::format("-c {}", need),
+                               fmt::format("Settings > Model: context length {}", need),
+                               fmt::format("the model was trained on {} tokens; a context of {} "
+                                           "holds the whole document",
+                                           s.n_ctx_train, need)});
+    }
+  }
+  for (const kv::Suggestion& g : p.suggestions)
+    s.suggestions.push_back({g.kind, g.flag, setting_for(g), g.why});
+  return s;
+}
+
+std::string plan_summary_text(const PlanSummary& s) {
+  if (!s.error.empty()) return "No memory plan: " + s.error;
+  std::string out = fmt::format(
+      "{} tokens of prompt + {} for the answer; context {} tokens{}.\n", s.prompt_tokens,
+      s.answer_reserve, s.n_ctx,
+      s.fits_context ? "" : fmt::format(" (too short: {} parts with map-reduce)", s.n_parts));
+  out += fmt::format(
+      "KV ({} per token): window {} blocks {} on the {}; RAM {} blocks {}; disk {} "
+      "blocks {}.\n",
+      format_size(s.kv_bytes_per_token), s.window.blocks, format_size(s.window.bytes),
+      s.gpu ? "GPU" : "CPU (RAM)", s.host.blocks, format_size(s.host.bytes), s.disk.blocks,
+      format_size(s.disk.bytes));
+  if (s.gpu) out += fmt::format("VRAM: weights + window {}.\n", format_size(s.vram_bytes));
+  std::string prefill = s.prefill_s > 0 ? fmt::format("at least {:.3g} s", s.prefill_s) : "unknown";
+  std::string decode =
+      s.decode_tokens_per_s > 0 ? fmt::format("{:.1f} tokens/s", s.decode_tokens_per_s) : "unknown";
+  out += fmt::format("Predicted: prefill {}, decode {}.", prefill, decode);
+  for (const std::string& w : s.warnings) out += "\nWarning: " + w;
+  for (const std::string& pr : s.problems) out += "\nProblem: " + pr;
+  for (const PlanSuggestionSummary& g : s.suggestions)
+    out += fmt::format("\nWould fit: {} ({})", g.setting, g.why);
+  return out;
+}
+
+std::string plan_summary_line(const PlanSummary& s) {
+  if (!s.error.empty()) return "no memory plan: " + s.error;
+  std::string line = fmt::format(
+      "{} + {} of {} tokens; KV {}: window {} blocks {}, host {}, disk {}", s.prompt_tokens,
+      s.answer_reserve, s.n_ctx, format_size(s.window.bytes + s.host.bytes + s.disk.bytes),
+      s.window.blocks, s.gpu ? "on the GPU" : "in RAM", s.host.blocks, s.disk.blocks);
+  if (s.prefill_s > 0) line += fmt::format("; predicted prefill >= {:.2g} s", s.prefill_s);
+  if (s.decode_tokens_per_s > 0)
+    line += fmt::format("{} decode {:.0f} tokens/s", s.prefill_s > 0 ? "," : "; predicted",
+                        s.decode_tokens_per_s);
+  for (const std::string& w : s.warnings) line += "; warning: " + w;
+  return line;
+}
+
+}  // namespace spw::app

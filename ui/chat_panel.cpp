@@ -1,0 +1,574 @@
+#include "ui/chat_panel.h"
+
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QTextBrowser>
+#include <QTextCursor>
+#include <QUrl>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "app/ask/citations.h"
+#include "app/ask/document.h"
+#include "app/store/library.h"
+#include "app/worker/plan_summary.h"
+
+namespace spw::ui {
+
+namespace {
+
+constexpr const char* kWarnColor = "#c0392b";
+
+QString qs(const std::string& s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+
+// Escaped text with line breaks kept.
+QString html_text(const QString& s) {
+  QString e = s.toHtmlEscaped();
+  e.replace(QLatin1Char('\n'), QStringLiteral("<br>"));
+  return e;
+}
+
+int utf16_offset(const std::string& s, int64_t byte) {
+  byte = std::clamp<int64_t>(byte, 0, static_cast<int64_t>(s.size()));
+  return static_cast<int>(QString::fromUtf8(s.data(), qsizetype(byte)).size());
+}
+
+QString answer_header(const app::AnswerResult& r) {
+  QStringList parts;
+  parts << ChatPanel::tr("%1 of %2 tokens in context").arg(r.context_tokens).arg(r.n_ctx);
+  parts << ChatPanel::tr("prefill %1 s").arg(r.prefill_s, 0, 'f', 2);
+  parts << (r.reused_kv ? ChatPanel::tr("saved KV reused (%1 tokens)").arg(r.reused_tokens)
+                        : ChatPanel::tr("no saved KV reused"));
+  parts << ChatPanel::tr("decode %1 tokens/s").arg(r.decode_tokens_per_s, 0, 'f', 1);
+  if (r.map_reduce) parts << ChatPanel::tr("map-reduce over parts");
+  if (!r.early_stop.isEmpty()) parts << ChatPanel::tr("ended early: %1").arg(r.early_stop);
+  return parts.join(QStringLiteral(" · "));
+}
+
+}  // namespace
+
+ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("chat"));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+
+  scope_ = new QLabel(this);
+  scope_->setObjectName(QStringLiteral("chatScope"));
+  scope_->setWordWrap(true);
+  layout->addWidget(scope_);
+
+  view_ = new QTextBrowser(this);
+  view_->setObjectName(QStringLiteral("chatView"));
+  view_->setOpenLinks(false);
+  view_->setOpenExternalLinks(false);
+  connect(view_, &QTextBrowser::anchorClicked, this, &ChatPanel::onAnchorClicked);
+  layout->addWidget(view_, 1);
+
+  // The planner's verdict when a run will not fit, with the choices.
+  plan_box_ = new QFrame(this);
+  plan_box_->setObjectName(QStringLiteral("planBanner"));
+  plan_box_->setFrameShape(QFrame::StyledPanel);
+  auto* plan_layout = new QVBoxLayout(plan_box_);
+  plan_text_ = new QLabel(plan_box_);
+  plan_text_->setWordWrap(true);
+  plan_text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  plan_layout->addWidget(plan_text_);
+  auto* plan_buttons = new QHBoxLayout;
+  run_anyway_ = new QPushButton(tr("Run anyway"), plan_box_);
+  map_reduce_ = new QPushButton(tr("Use map-reduce"), plan_box_);
+  plan_cancel_ = new QPushButton(tr("Cancel"), plan_box_);
+  plan_buttons->addStretch(1);
+  plan_buttons->addWidget(run_anyway_);
+  plan_buttons->addWidget(map_reduce_);
+  plan_buttons->addWidget(plan_cancel_);
+  plan_layout->addLayout(plan_buttons);
+  connect(run_anyway_, &QPushButton::clicked, this, [this] { choosePlan(false); });
+  connect(map_reduce_, &QPushButton::clicked, this, [this] { choosePlan(true); });
+  connect(plan_cancel_, &QPushButton::clicked, this, [this] {
+    plan_box_->hide();
+    entries_.push_back(Entry::of(Entry::Note, tr("Not asked.")));
+    render();
+  });
+  plan_box_->hide();
+  layout->addWidget(plan_box_);
+
+  auto* row = new QHBoxLayout;
+  input_ = new QLineEdit(this);
+  input_->setObjectName(QStringLiteral("chatInput"));
+  input_->setPlaceholderText(tr("Ask about the document…"));
+  input_->setClearButtonEnabled(true);
+  ask_ = new QPushButton(tr("Ask"), this);
+  ask_->setObjectName(QStringLiteral("chatAsk"));
+  ask_->setDefault(true);
+  stop_ = new QPushButton(tr("Stop"), this);
+  stop_->setObjectName(QStringLiteral("chatStop"));
+  row->addWidget(input_, 1);
+  row->addWidget(ask_);
+  row->addWidget(stop_);
+  layout->addLayout(row);
+  connect(input_, &QLineEdit::returnPressed, this, &ChatPanel::onAskClicked);
+  connect(ask_, &QPushButton::clicked, this, &ChatPanel::onAskClicked);
+  connect(stop_, &QPushButton::clicked, this, &ChatPanel::stop);
+
+  setDocuments({});
+}
+
+ChatPanel::~ChatPanel() = default;
+
+void ChatPanel::setWorker(app::EngineWorker* worker) {
+  if (worker_) disconnect(worker_, nullptr, this, nullptr);
+  worker_ = worker;
+  model_ = worker_ != nullptr && worker_->hasModel();
+  busy_ = worker_ != nullptr && worker_->isBusy();
+  if (worker_) {
+    using W = app::EngineWorker;
+    connect(worker_, &W::modelLoaded, this, &ChatPanel::onModelLoaded);
+    connect(worker_, &W::modelFailed, this, &ChatPanel::onModelFailed);
+    connect(worker_, &W::planReady, this, &ChatPanel::onPlanReady);
+    connect(worker_, &W::questionStored, this, &ChatPanel::onQuestionStored);
+    connect(worker_, &W::answerStarted, this, &ChatPanel::onAnswerStarted);
+    connect(worker_, &W::piece, this, &ChatPanel::onPiece);
+    connect(worker_, &W::answerFinished, this, &ChatPanel::onAnswerFinished);
+    connect(worker_, &W::answerFailed, this, &ChatPanel::onAnswerFailed);
+    connect(worker_, &W::note, this, &ChatPanel::onNote);
+    connect(worker_, &W::busyChanged, this, &ChatPanel::onBusyChanged);
+    connect(worker_, &QObject::destroyed, this, [this] {
+      worker_ = nullptr;
+      model_ = busy_ = false;
+      updateControls();
+    });
+  }
+  render();
+  updateControls();
+}
+
+bool ChatPanel::setLibraryFile(const QString& db_file, QString* error) {
+  lib_.reset();
+  lib_error_.clear();
+  auto l = app::Library::open(db_file.toStdString());
+  if (!l) {
+    lib_error_ = qs(l.error().message);
+    if (error) *error = lib_error_;
+    render();
+    return false;
+  }
+  lib_ = std::move(*l);
+  setDocuments(doc_ids_);
+  return true;
+}
+
+void ChatPanel::setDocuments(const QList<qint64>& doc_ids) {
+  doc_ids_ = doc_ids;
+  doc_titles_.clear();
+  for (qint64 id : doc_ids_) {
+    QString title = tr("document %1").arg(id);
+    if (lib_) {
+      if (auto d = lib_->document(id)) title = qs(d->title);
+    }
+    doc_titles_ << title;
+  }
+  if (doc_ids_.isEmpty()) {
+    scope_->setText(tr("No document selected."));
+  } else if (doc_ids_.size() == 1) {
+    scope_->setText(tr("Asking “%1”").arg(doc_titles_[0]));
+  } else {
+    scope_->setText(tr("Asking %1 documents one after another (one answer each): %2")
+                        .arg(doc_ids_.size())
+                        .arg(doc_titles_.join(QStringLiteral(", "))));
+  }
+  plan_box_->hide();
+  reload();
+  updateControls();
+}
+
+void ChatPanel::reload() {
+  entries_.clear();
+  streaming_ = -1;
+  chat_id_ = 0;
+  if (lib_ && !doc_ids_.isEmpty()) {
+    const std::vector<int64_t> ids(doc_ids_.begin(), doc_ids_.end());
+    chat_id_ = app::find_chat_for(*lib_, ids);
+    if (chat_id_ > 0) {
+      auto msgs = lib_->messages(chat_id_);
+      if (!msgs) {
+        entries_.push_back(Entry::of(
+            Entry::Error, tr("The chat could not be read: %1").arg(qs(msgs.error().message))));
+      } else {
+        for (const app::MessageRecord& m : *msgs) {
+          Entry e;
+          e.text = qs(m.content);
+          if (m.role == "user") {
+            e.kind = Entry::User;
+          } else if (m.role == "assistant") {
+            e.kind = Entry::Assistant;
+            const QString marker = QStringLiteral("\n\n") + QLatin1String(app::kStoppedMarker);
+            if (e.text.endsWith(marker)) {
+              e.stopped = true;
+              e.text.chop(marker.size());
+            }
+            e.doc_id = doc_ids_[0];
+            e.doc_title = doc_titles_[0];
+            // A selection's answers start with the document's title (EngineWorker).
+            for (int i = 0; i < doc_ids_.size() && doc_ids_.size() > 1; ++i) {
+              const QString prefix = QStringLiteral("From \"%1\":\n").arg(doc_titles_[i]);
+              if (e.text.startsWith(prefix)) {
+                e.text.remove(0, prefix.size());
+                e.doc_id = doc_ids_[i];
+                e.doc_title = doc_titles_[i];
+              }
+            }
+            e.citations = checkStored(e.doc_id, e.text);
+            e.header = tr("from the library");
+          } else {
+            e.kind = Entry::Note;
+          }
+          entries_.push_back(e);
+        }
+      }
+    }
+  }
+  render();
+}
+
+QList<app::CitationInfo> ChatPanel::checkStored(qint64 doc_id, const QString& answer) const {
+  QList<app::CitationInfo> out;
+  if (!lib_) return out;
+  auto rec = lib_->document(doc_id);
+  auto pages = lib_->pages(doc_id);
+  if (!rec || !pages) return out;
+  app::DocumentText doc;
+  doc.id = rec->id;
+  doc.title = rec->title;
+  for (const app::PageRecord& p : *pages) {
+    app::PageText t;
+    t.page_no = p.page_no;
+    t.text = p.text;
+    t.scanned = p.scanned;
+    t.ocr = p.ocr;
+    t.undecodable = p.undecodable;
+    t.boilerplate = p.boilerplate;
+    doc.pages.push_back(std::move(t));
+  }
+  const std::string text = answer.toStdString();
+  for (const app::CitationCheck& c : app::check_citations(text, doc)) {
+    app::CitationInfo i;
+    i.page = c.citation.page;
+    i.quote = qs(c.citation.quote);
+    i.verified = c.verified;
+    i.reason = qs(c.reason);
+    i.found_on_page = c.found_on_page;
+    i.answer_begin = utf16_offset(text, c.citation.answer_begin);
+    i.answer_end = utf16_offset(text, c.citation.answer_end);
+    out.push_back(i);
+  }
+  return out;
+}
+
+// ---- asking -----------------------------------------------------------------------------
+
+void ChatPanel::onAskClicked() { askQuestion(input_->text()); }
+
+void ChatPanel::askQuestion(const QString& question) {
+  const QString q = question.trimmed();
+  if (q.isEmpty()) return;
+  if (!worker_ || !model_) {
+    entries_.push_back(
+        Entry::of(Entry::Error, tr("No model is loaded: pick a GGUF file in Settings > Model.")));
+    render();
+    return;
+  }
+  if (doc_ids_.isEmpty()) {
+    entries_.push_back(Entry::of(Entry::Error, tr("Select a document in the library first.")));
+    render();
+    return;
+  }
+  app::AskRequest req;
+  req.chat_id = chat_id_;
+  req.doc_ids = doc_ids_;
+  req.question = q;
+  req.n_predict = n_predict_;
+  running_docs_ = doc_ids_;
+  plan_box_->hide();
+  entries_.push_back(Entry::of(Entry::User, q));
+  render();
+  input_->clear();
+  worker_->ask(req);
+}
+
+void ChatPanel::stop() {
+  if (worker_) worker_->stop();
+}
+
+void ChatPanel::choosePlan(bool map_reduce) {
+  plan_box_->hide();
+  if (!worker_) return;
+  app::AskRequest req = pending_plan_;
+  if (map_reduce)
+    req.map_reduce = true;
+  else
+    req.skip_plan = true;
+  running_docs_ = req.doc_ids;
+  worker_->ask(req);
+}
+
+bool ChatPanel::showsRunningRequest() const { return running_docs_ == doc_ids_; }
+
+// ---- the worker's signals ------------------------------------------------------------------
+
+void ChatPanel::onModelLoaded(const app::ModelLoadedInfo& info) {
+  model_ = true;
+  model_name_ = info.name;
+  model_error_.clear();
+  render();
+  updateControls();
+}
+
+void ChatPanel::onModelFailed(const QString& message) {
+  model_ = false;
+  model_error_ = message;
+  render();
+  updateControls();
+}
+
+void ChatPanel::onPlanReady(const app::PlanSummary& plan, const app::AskRequest& request) {
+  if (request.doc_ids != doc_ids_) return;
+  const QString text = qs(app::plan_summary_text(plan));
+  if (plan.needs_choice() && !request.skip_plan && !request.map_reduce) {
+    pending_plan_ = request;
+    plan_text_->setText(tr("<b>This question will not fit as it is (“%1”).</b><br>%2")
+                            .arg(qs(plan.doc_title).toHtmlEscaped(), html_text(text)));
+    map_reduce_->setEnabled(plan.n_parts > 0);
+    plan_box_->show();
+    return;
+  }
+  onNote(tr("Memory plan for “%1”: %2").arg(qs(plan.doc_title), qs(app::plan_summary_line(plan))));
+}
+
+void ChatPanel::onQuestionStored(qint64 chat_id, qint64) {
+  if (showsRunningRequest()) chat_id_ = chat_id;
+}
+
+void ChatPanel::onAnswerStarted(qint64 chat_id, qint64 doc_id, const QString& title) {
+  if (!showsRunningRequest()) return;
+  chat_id_ = chat_id;
+  Entry e;
+  e.kind = Entry::Assistant;
+  e.doc_id = doc_id;
+  e.doc_title = title;
+  e.header = tr("generating…");
+  e.streaming = true;
+  entries_.push_back(e);
+  streaming_ = static_cast<int>(entries_.size()) - 1;
+  render();
+}
+
+void ChatPanel::onPiece(const QString& text) {
+  if (streaming_ < 0 || !showsRunningRequest()) return;
+  entries_[static_cast<size_t>(streaming_)].text += text;
+  if (streaming_ != static_cast<int>(entries_.size()) - 1) {
+    render();
+    return;
+  }
+  // The streamed answer is the document's last block: append there, no re-layout of the rest.
+  QTextCursor c(view_->document());
+  c.movePosition(QTextCursor::End);
+  c.insertText(text);
+  view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
+}
+
+void ChatPanel::onAnswerFinished(const app::AnswerResult& r) {
+  if (!showsRunningRequest()) return;
+  Entry* e = streaming_ >= 0 ? &entries_[static_cast<size_t>(streaming_)] : nullptr;
+  if (e == nullptr) {
+    entries_.push_back(Entry::of(Entry::Assistant, QString()));
+    e = &entries_.back();
+  }
+  e->text = r.answer;
+  e->doc_id = r.doc_id;
+  e->doc_title = r.doc_title;
+  e->citations = r.citations;
+  e->header = answer_header(r);
+  e->stopped = r.stopped;
+  e->streaming = false;
+  streaming_ = -1;
+  render();
+}
+
+void ChatPanel::onAnswerFailed(const QString& message) {
+  if (streaming_ >= 0) {
+    Entry& e = entries_[static_cast<size_t>(streaming_)];
+    e.streaming = false;
+    e.header = tr("failed");
+    streaming_ = -1;
+  }
+  entries_.push_back(Entry::of(Entry::Error, message));
+  render();
+}
+
+void ChatPanel::onNote(const QString& text) {
+  if (!showsRunningRequest()) return;
+  Entry n = Entry::of(Entry::Note, text);
+  if (streaming_ >= 0) {
+    // Before the answer being streamed, which stays last.
+    entries_.insert(entries_.begin() + streaming_, n);
+    ++streaming_;
+  } else {
+    entries_.push_back(n);
+  }
+  render();
+}
+
+void ChatPanel::onBusyChanged(bool busy) {
+  busy_ = busy;
+  updateControls();
+  emit activityChanged(busy ? tr("Generating an answer…") : tr("Ready"));
+}
+
+void ChatPanel::onAnchorClicked(const QUrl& url) {
+  if (url.scheme() != QLatin1String("cite")) return;
+  const QStringList parts = url.path().split(QLatin1Char('-'));
+  if (parts.size() != 2) return;
+  const int entry = parts[0].toInt(), index = parts[1].toInt();
+  if (entry < 0 || entry >= static_cast<int>(entries_.size())) return;
+  const Entry& e = entries_[static_cast<size_t>(entry)];
+  if (index < 0 || index >= e.citations.size()) return;
+  const app::CitationInfo& c = e.citations[index];
+  emit citationActivated(e.doc_id, c.page, c.quote);
+}
+
+// ---- rendering -------------------------------------------------------------------------------
+
+void ChatPanel::updateControls() {
+  const bool can_ask = worker_ != nullptr && model_ && !doc_ids_.isEmpty() && !busy_;
+  ask_->setEnabled(can_ask);
+  input_->setEnabled(lib_ != nullptr || worker_ != nullptr);
+  stop_->setEnabled(busy_);
+  if (!model_)
+    input_->setPlaceholderText(tr("Load a model first: Settings > Model"));
+  else if (doc_ids_.isEmpty())
+    input_->setPlaceholderText(tr("Select a document in the library"));
+  else
+    input_->setPlaceholderText(tr("Ask about the document…"));
+}
+
+QString ChatPanel::helpHtml() const {
+  QString h;
+  if (!lib_error_.isEmpty())
+    h += QStringLiteral("<p style=\"color:%1\">%2</p>")
+             .arg(QLatin1String(kWarnColor),
+                  tr("The library could not be opened: %1").arg(lib_error_.toHtmlEscaped()));
+  if (!model_) {
+    h +=
+        tr("<h3>No model loaded</h3>"
+           "<p>Spillway answers with a local language model in a <b>GGUF</b> file (for example "
+           "a Q4_K_M file of Llama 3.2 3B Instruct or Qwen2.5 3B Instruct from Hugging Face, or "
+           "one pulled with <code>ollama pull</code>). Nothing is downloaded for you.</p>"
+           "<p>Spillway looks for GGUF files in the folders of:</p><ul>"
+           "<li>llama.cpp: <code>~/.cache/llama.cpp</code></li>"
+           "<li>LM Studio: <code>~/.lmstudio/models</code>, "
+           "<code>~/.cache/lm-studio/models</code></li>"
+           "<li>Ollama: <code>~/.ollama/models/blobs</code> (its blobs are GGUF files)</li>"
+           "<li>GPT4All: <code>~/.local/share/nomic.ai/GPT4All</code></li>"
+           "<li>Hugging Face: <code>~/.cache/huggingface/hub</code></li></ul>"
+           "<p><b>Settings &gt; Model</b> lists the files found there and picks one (or "
+           "<i>Choose file…</i> for any other). Documents can be added, searched and read "
+           "without a model.</p>");
+    if (!model_error_.isEmpty())
+      h += QStringLiteral("<p style=\"color:%1\">%2</p>")
+               .arg(QLatin1String(kWarnColor),
+                    tr("The model could not be loaded: %1").arg(model_error_.toHtmlEscaped()));
+    return h;
+  }
+  if (doc_ids_.isEmpty())
+    return h + tr("<p>Select a document in the library (or several) to ask about it.</p>");
+  if (entries_.empty()) {
+    h += tr("<p>Ask a question about “%1”. Answers cite pages as <b>[p. N]</b>: click one to "
+            "open that page with the quote highlighted; unverified citations are marked "
+            "<span style=\"color:%2\">⚠</span>.</p>")
+             .arg(doc_titles_.join(QStringLiteral("”, “")).toHtmlEscaped(),
+                  QLatin1String(kWarnColor));
+    if (doc_ids_.size() > 1)
+      h +=
+          tr("<p>With several documents selected, each is asked in turn and answers "
+             "separately (they are not combined into one prompt).</p>");
+  }
+  return h;
+}
+
+QString ChatPanel::answerHtml(int index, const Entry& e) const {
+  std::vector<int> order(static_cast<size_t>(e.citations.size()));
+  for (size_t j = 0; j < order.size(); ++j) order[j] = static_cast<int>(j);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return e.citations[a].answer_begin < e.citations[b].answer_begin;
+  });
+  QString out;
+  int pos = 0;
+  for (int j : order) {
+    const app::CitationInfo& c = e.citations[j];
+    if (c.answer_begin < pos || c.answer_end > e.text.size()) continue;
+    out += html_text(e.text.mid(pos, c.answer_begin - pos));
+    const QString href = QStringLiteral("cite:%1-%2").arg(index).arg(j);
+    const QString marker = html_text(e.text.mid(c.answer_begin, c.answer_end - c.answer_begin));
+    if (c.verified) {
+      out += QStringLiteral("<a href=\"%1\">%2</a>").arg(href, marker);
+    } else {
+      QString why = c.reason;
+      if (c.found_on_page > 0) why += tr("; the quote is on page %1").arg(c.found_on_page);
+      out += QStringLiteral(
+                 "<a href=\"%1\" style=\"color:%2\">⚠ %3</a>"
+                 "<span style=\"color:%2; font-size:small\"> (%4)</span>")
+                 .arg(href, QLatin1String(kWarnColor), marker,
+                      tr("unverified: %1").arg(why).toHtmlEscaped());
+    }
+    pos = c.answer_end;
+  }
+  out += html_text(e.text.mid(pos));
+  return out;
+}
+
+QString ChatPanel::entryHtml(int index, const Entry& e) const {
+  switch (e.kind) {
+    case Entry::User:
+      return QStringLiteral(
+                 "<p style=\"margin-top:12px; white-space:pre-wrap\"><b>%1</b><br>%2</p>")
+          .arg(tr("You"), html_text(e.text));
+    case Entry::Assistant: {
+      QString header = QStringLiteral("<b>%1</b>").arg(e.doc_title.toHtmlEscaped());
+      if (!e.header.isEmpty()) header += QStringLiteral(" · ") + e.header.toHtmlEscaped();
+      if (e.stopped)
+        header += QStringLiteral(" · <span style=\"color:%1\"><b>%2</b></span>")
+                      .arg(QLatin1String(kWarnColor), tr("stopped"));
+      // A streamed answer's paragraph must exist even while empty (pieces are appended to the
+      // document's last block): a zero-width space holds it.
+      const QString body =
+          e.streaming ? QStringLiteral("&#8203;") + html_text(e.text) : answerHtml(index, e);
+      return QStringLiteral(
+                 "<p style=\"color:gray; font-size:small; margin-top:6px\">%1</p>"
+                 "<p style=\"white-space:pre-wrap\">%2</p>")
+          .arg(header, body);
+    }
+    case Entry::Note:
+      return QStringLiteral("<p style=\"color:gray; font-size:small\">%1</p>")
+          .arg(html_text(e.text));
+    case Entry::Error:
+      return QStringLiteral("<p style=\"color:%1\">⚠ %2</p>")
+          .arg(QLatin1String(kWarnColor), html_text(e.text));
+  }
+  return {};
+}
+
+void ChatPanel::render() {
+  QString html = helpHtml();
+  if (model_ || !entries_.empty()) {
+    for (size_t i = 0; i < entries_.size(); ++i)
+      html += entryHtml(static_cast<int>(i), entries_[i]);
+  }
+  view_->setHtml(html);
+  view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
+}
+
+}  // namespace spw::ui

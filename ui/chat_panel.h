@@ -1,0 +1,148 @@
+// The chat (right side of the main window): questions to the selected document (or selection of
+// documents), answers streamed token by token from the EngineWorker with a Stop button, each
+// `[p. N]` citation a link (citationActivated -> the page viewer), unverified citations marked,
+// and a header over each answer: tokens in context, prefill time, saved KV reused or not,
+// decode tokens/s. The chat of a document is persisted by the worker (Library chats/messages)
+// and reloaded here when the document is selected.
+//
+// Before a run the worker sends the planner's verdict; when it says the run will not fit, a
+// banner shows it with "Run anyway" / "Use map-reduce" instead of starting and failing.
+// Without a model the chat explains how to get a GGUF file and where Spillway looks for one.
+//
+// GUI thread only. Reads the library through its own connection (setLibraryFile); all writes
+// are the worker's.
+#pragma once
+
+#include <QList>
+#include <QString>
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+#include "app/worker/engine_worker.h"
+
+class QFrame;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QTextBrowser;
+class QUrl;
+
+namespace spw::app {
+class Library;
+}
+
+namespace spw::ui {
+
+class ChatPanel final : public QWidget {
+  Q_OBJECT
+  Q_DISABLE_COPY_MOVE(ChatPanel)
+
+ public:
+  explicit ChatPanel(QWidget* parent = nullptr);
+  ~ChatPanel() override;
+
+  /// The worker that answers (not owned; must outlive this panel or be set to nullptr first).
+  void setWorker(app::EngineWorker* worker);
+  /// Opens the library database (read-only use, on this thread) for chats and page texts.
+  /// False with `error` set when it cannot be opened; the chat then says so.
+  bool setLibraryFile(const QString& db_file, QString* error = nullptr);
+  /// The documents questions go to (empty: none selected); shows their chat from the library.
+  void setDocuments(const QList<qint64>& doc_ids);
+  QList<qint64> documents() const { return doc_ids_; }
+  /// Answer length in tokens at most (default 256).
+  void setMaxAnswerTokens(int n) { n_predict_ = n; }
+  /// The chat shown (0: none yet: the first question creates it).
+  qint64 chatId() const { return chat_id_; }
+
+  // Parts, for tests and the main window's shortcuts.
+  QTextBrowser* view() const { return view_; }
+  QLineEdit* input() const { return input_; }
+  QPushButton* askButton() const { return ask_; }
+  QPushButton* stopButton() const { return stop_; }
+  QFrame* planBanner() const { return plan_box_; }
+  QPushButton* runAnywayButton() const { return run_anyway_; }
+  QPushButton* mapReduceButton() const { return map_reduce_; }
+
+ public slots:
+  /// Asks `question` about the current documents (as typing it and pressing Ask).
+  void askQuestion(const QString& question);
+  /// Stops the answer being generated (kept, marked stopped).
+  void stop();
+
+ signals:
+  /// A citation link was clicked: show page `page_no` of `doc_id` with `quote` highlighted.
+  void citationActivated(qint64 doc_id, int page_no, const QString& quote);
+  /// What the chat is doing, for the status bar ("Generating an answer…", "Ready").
+  void activityChanged(const QString& text);
+
+ private:
+  struct Entry {
+    enum Kind { User, Assistant, Note, Error } kind = Note;
+    QString text;
+    qint64 doc_id = 0;  // assistant: the document its citations point into
+    QString doc_title;
+    QList<app::CitationInfo> citations;
+    QString header;  // assistant: tokens in context, prefill, saved KV, decode speed
+    bool stopped = false;
+    bool streaming = false;
+    static Entry of(Kind kind, const QString& text) {
+      Entry e;
+      e.kind = kind;
+      e.text = text;
+      return e;
+    }
+  };
+
+  void onAskClicked();
+  void onModelLoaded(const app::ModelLoadedInfo& info);
+  void onModelFailed(const QString& message);
+  void onPlanReady(const app::PlanSummary& plan, const app::AskRequest& request);
+  void onQuestionStored(qint64 chat_id, qint64 message_id);
+  void onAnswerStarted(qint64 chat_id, qint64 doc_id, const QString& title);
+  void onPiece(const QString& text);
+  void onAnswerFinished(const app::AnswerResult& r);
+  void onAnswerFailed(const QString& message);
+  void onNote(const QString& text);
+  void onBusyChanged(bool busy);
+  void onAnchorClicked(const QUrl& url);
+  void choosePlan(bool map_reduce);
+
+  void reload();
+  void render();
+  QString entryHtml(int index, const Entry& e) const;
+  QString answerHtml(int index, const Entry& e) const;
+  QString helpHtml() const;
+  void updateControls();
+  bool showsRunningRequest() const;
+  QList<app::CitationInfo> checkStored(qint64 doc_id, const QString& answer) const;
+
+  app::EngineWorker* worker_ = nullptr;
+  std::unique_ptr<app::Library> lib_;
+  QString lib_error_;
+  QList<qint64> doc_ids_;
+  QStringList doc_titles_;
+  qint64 chat_id_ = 0;
+  std::vector<Entry> entries_;
+  int streaming_ = -1;            // index of the answer being streamed, -1: none
+  QList<qint64> running_docs_;    // documents of the request being answered
+  app::AskRequest pending_plan_;  // the request waiting for a plan choice
+  bool model_ = false;
+  QString model_name_;
+  QString model_error_;
+  bool busy_ = false;
+  int n_predict_ = 256;
+
+  QLabel* scope_ = nullptr;
+  QTextBrowser* view_ = nullptr;
+  QFrame* plan_box_ = nullptr;
+  QLabel* plan_text_ = nullptr;
+  QPushButton* run_anyway_ = nullptr;
+  QPushButton* map_reduce_ = nullptr;
+  QPushButton* plan_cancel_ = nullptr;
+  QLineEdit* input_ = nullptr;
+  QPushButton* ask_ = nullptr;
+  QPushButton* stop_ = nullptr;
+};
+
+}  // namespace spw::ui

@@ -1,0 +1,307 @@
+// ChatPanel with a real EngineWorker: a question streams tokens into the view and is stored; a
+// citation link emits the page; Stop ends generation within 200 ms; the planner's banner; the
+// no-model help. The model is ../shared/models/stories260K.gguf when present, else a generated
+// test model (tests/support/test_model.h).
+#include "ui/chat_panel.h"
+
+#include <gtest/gtest.h>
+#include <QElapsedTimer>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QThread>
+#include <QXYSeries>
+#include <atomic>
+#include <filesystem>
+
+#include "app/store/library.h"
+#include "app/worker/engine_worker.h"
+#include "tests/support/test_model.h"
+#include "ui/dashboard_dock.h"
+
+namespace spw::ui {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ChatTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    db_ = dir_.filePath(QStringLiteral("library.sqlite3"));
+    auto l = app::Library::open(db_.toStdString());
+    ASSERT_TRUE(l) << l.error().message;
+    lib_ = std::move(*l);
+    const fs::path stories = fs::path(SPILLWAY_SHARED_DIR) / "models" / "stories260K.gguf";
+    if (fs::exists(stories)) {
+      model_ = stories.string();
+    } else {
+      TestModelSpec spec;
+      spec.n_ctx = 4096;
+      model_ = dir_.filePath(QStringLiteral("test-model.gguf")).toStdString();
+      auto st = write_test_model(spec, model_);
+      ASSERT_TRUE(st) << st.error().message;
+    }
+  }
+
+  int64_t addStory(int n_pages, char sha) {
+    app::DocumentRecord d;
+    d.title = "Lily and the ball";
+    d.sha256 = std::string(64, sha);
+    std::vector<app::PageRecord> pages;
+    for (int i = 1; i <= n_pages; ++i) {
+      app::PageRecord p;
+      p.page_no = i;
+      p.text = "Once upon a time, there was a little girl named Lily. She had a red ball. On day " +
+               std::to_string(i) + " she played with the ball in the park with her friend Tom.";
+      p.original_text = p.text;
+      pages.push_back(p);
+    }
+    auto id = lib_->add_document(d, pages);
+    EXPECT_TRUE(id) << (id ? "" : id.error().message);
+    return id ? *id : 0;
+  }
+
+  app::EngineWorker::Params params() const {
+    app::EngineWorker::Params p;
+    p.library_file = db_;
+    p.snapshot_dir = dir_.filePath(QStringLiteral("kv"));
+    return p;
+  }
+
+  // Loads the model into `w` (n_ctx tokens of context) and waits for it.
+  void load(app::EngineWorker& w, int64_t n_ctx) {
+    QSignalSpy loaded(&w, &app::EngineWorker::modelLoaded);
+    QSignalSpy failed(&w, &app::EngineWorker::modelFailed);
+    w.loadModel(QStringLiteral("{\"model_path\": \"%1\", \"n_ctx\": %2, \"device\": \"cpu\", "
+                               "\"n_threads\": 1}")
+                    .arg(QString::fromStdString(model_))
+                    .arg(n_ctx));
+    ASSERT_TRUE(QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, 60000));
+    ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  }
+
+  void setUpPanel(ChatPanel& p, app::EngineWorker* w, int64_t doc_id) {
+    if (w) p.setWorker(w);
+    QString error;
+    ASSERT_TRUE(p.setLibraryFile(db_, &error)) << error.toStdString();
+    p.setDocuments({doc_id});
+    p.resize(520, 700);
+    p.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&p));
+  }
+
+  QTemporaryDir dir_;
+  QString db_;
+  std::unique_ptr<app::Library> lib_;
+  std::string model_;
+};
+
+TEST_F(ChatTest, AQuestionStreamsTokensIntoTheViewAndIsStored) {
+  const int64_t doc_id = addStory(2, 'a');
+  app::EngineWorker w(params());
+  ChatPanel p;
+  p.setMaxAnswerTokens(24);
+  setUpPanel(p, &w, doc_id);
+  load(w, 2048);
+  DashboardDock dash;
+  QObject::connect(&w, &app::EngineWorker::telemetry, &dash, &DashboardDock::addSample);
+
+  // Every piece is in the view when the next signal handler runs (the panel's comes first).
+  QString streamed;
+  int pieces = 0, shown = 0;
+  QObject::connect(&w, &app::EngineWorker::piece, [&](const QString& t) {
+    streamed += t;
+    ++pieces;
+    if (p.view()->toPlainText().contains(streamed)) ++shown;
+  });
+  QSignalSpy finished(&w, &app::EngineWorker::answerFinished);
+  QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+
+  ASSERT_TRUE(p.askButton()->isEnabled());
+  QTest::keyClicks(p.input(), QStringLiteral("What color is the ball?"));
+  QTest::mouseClick(p.askButton(), Qt::LeftButton);
+  EXPECT_TRUE(p.input()->text().isEmpty());
+  EXPECT_TRUE(p.stopButton()->isEnabled());
+  ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 60000));
+  ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  const auto r = finished.at(0).at(0).value<app::AnswerResult>();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 10000));
+
+  EXPECT_GT(pieces, 1);
+  EXPECT_EQ(shown, pieces);  // streamed into the view token by token
+  EXPECT_EQ(streamed, r.answer);
+  const QString text = p.view()->toPlainText();
+  EXPECT_TRUE(text.contains(QStringLiteral("What color is the ball?")));
+  EXPECT_TRUE(text.contains(QStringLiteral("tokens in context"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("prefill"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("no saved KV reused"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("tokens/s"))) << text.toStdString();
+  EXPECT_FALSE(p.stopButton()->isEnabled());
+  EXPECT_TRUE(p.askButton()->isEnabled());
+
+  // Stored: the question and the answer, in the chat the panel shows.
+  EXPECT_EQ(p.chatId(), r.chat_id);
+  auto msgs = lib_->messages(r.chat_id);
+  ASSERT_TRUE(msgs);
+  ASSERT_EQ(msgs->size(), 2u);
+  EXPECT_EQ((*msgs)[0].content, "What color is the ball?");
+  EXPECT_EQ(QString::fromStdString((*msgs)[1].content), r.answer);
+
+  // The dashboard moved while it ran.
+  EXPECT_GT(dash.series(QStringLiteral("blocks_window"))->count(), 0);
+  EXPECT_GT(dash.series(QStringLiteral("rss"))->count(), 0);
+
+  // Selecting the document again reloads the chat from the library.
+  ChatPanel again;
+  setUpPanel(again, nullptr, doc_id);
+  EXPECT_EQ(again.chatId(), r.chat_id);
+  const QString reloaded = again.view()->toPlainText();
+  EXPECT_TRUE(reloaded.contains(QStringLiteral("What color is the ball?")));
+  EXPECT_TRUE(reloaded.contains(r.answer.trimmed())) << reloaded.toStdString();
+}
+
+TEST_F(ChatTest, ClickingACitationEmitsItsPageAndUnverifiedOnesAreMarked) {
+  const int64_t doc_id = addStory(3, 'b');
+  auto chat = lib_->create_chat(doc_id, "Lily and the ball");
+  ASSERT_TRUE(chat);
+  ASSERT_TRUE(lib_->add_message(*chat, "user", "Where did she play?"));
+  ASSERT_TRUE(lib_->add_message(
+      *chat, "assistant",
+      "In the park [p. 2] \"On day 2 she played with the ball\". She met a dragon "
+      "[p. 3] \"a green dragon\"."));
+  ChatPanel p;
+  setUpPanel(p, nullptr, doc_id);
+  EXPECT_EQ(p.chatId(), *chat);
+
+  // The anchors in the view, in order.
+  struct Anchor {
+    QString href;
+    int pos;
+    QString text;
+  };
+  std::vector<Anchor> anchors;
+  for (QTextBlock b = p.view()->document()->begin(); b.isValid(); b = b.next()) {
+    for (auto it = b.begin(); !it.atEnd(); ++it) {
+      const QTextFragment f = it.fragment();
+      if (f.charFormat().isAnchor() &&
+          f.charFormat().anchorHref().startsWith(QStringLiteral("cite:")))
+        anchors.push_back({f.charFormat().anchorHref(), f.position(), f.text()});
+    }
+  }
+  ASSERT_EQ(anchors.size(), 2u);
+  EXPECT_TRUE(anchors[0].text.startsWith(QStringLiteral("[p. 2]")))
+      << anchors[0].text.toStdString();
+  EXPECT_TRUE(anchors[1].text.contains(QStringLiteral("⚠"))) << anchors[1].text.toStdString();
+  const QString text = p.view()->toPlainText();
+  EXPECT_TRUE(text.contains(QStringLiteral("unverified: quote not found on page 3")))
+      << text.toStdString();
+
+  // A real click on the first link.
+  QSignalSpy spy(&p, &ChatPanel::citationActivated);
+  QTextCursor c(p.view()->document());
+  c.setPosition(anchors[0].pos + 2);
+  p.view()->setTextCursor(c);
+  p.view()->ensureCursorVisible();
+  const QPoint at = p.view()->cursorRect(c).center();
+  QTest::mouseClick(p.view()->viewport(), Qt::LeftButton, Qt::NoModifier, at);
+  ASSERT_EQ(spy.count(), 1);
+  EXPECT_EQ(spy.at(0).at(0).toLongLong(), doc_id);
+  EXPECT_EQ(spy.at(0).at(1).toInt(), 2);
+  EXPECT_EQ(spy.at(0).at(2).toString(), QStringLiteral("On day 2 she played with the ball"));
+}
+
+TEST_F(ChatTest, StopEndsGenerationWithin200Ms) {
+  const int64_t doc_id = addStory(2, 'c');
+  std::atomic<bool> first_piece{false}, release{false};
+  app::EngineWorker::Params params_held = params();
+  // Holds the run after its first piece until Stop is pressed: the stop lands mid-answer.
+  params_held.piece_hook = [&] {
+    first_piece = true;
+    while (!release) QThread::msleep(1);
+  };
+  app::EngineWorker w(params_held);
+  ChatPanel p;
+  p.setMaxAnswerTokens(400);
+  setUpPanel(p, &w, doc_id);
+  load(w, 2048);
+  QSignalSpy finished(&w, &app::EngineWorker::answerFinished);
+  QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+  p.askQuestion(QStringLiteral("Tell me a long story about Lily."));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return first_piece.load() || failed.count() > 0; }, 60000));
+  ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  ASSERT_TRUE(p.stopButton()->isEnabled());
+  QElapsedTimer t;
+  t.start();
+  QTest::mouseClick(p.stopButton(), Qt::LeftButton);
+  release = true;
+  ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 5000));
+  const qint64 ms = t.elapsed();
+  ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  EXPECT_LT(ms, 200) << "Stop took " << ms << " ms";
+  const auto r = finished.at(0).at(0).value<app::AnswerResult>();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("stopped")));
+  auto msgs = lib_->messages(r.chat_id);
+  ASSERT_TRUE(msgs);
+  ASSERT_EQ(msgs->size(), 2u);
+  EXPECT_EQ((*msgs)[1].content, r.answer.toStdString() + "\n\n" + app::kStoppedMarker);
+}
+
+TEST_F(ChatTest, APlanThatDoesNotFitShowsTheChoicesInsteadOfFailing) {
+  const int64_t doc_id = addStory(60, 'd');
+  app::EngineWorker w(params());
+  ChatPanel p;
+  p.setMaxAnswerTokens(8);
+  setUpPanel(p, &w, doc_id);
+  load(w, 1024);
+  QSignalSpy plans(&w, &app::EngineWorker::planReady);
+  QSignalSpy finished(&w, &app::EngineWorker::answerFinished);
+  QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+  p.askQuestion(QStringLiteral("Who is Tom?"));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return plans.count() > 0 && !w.isBusy(); }, 60000));
+  EXPECT_TRUE(p.planBanner()->isVisible());
+  EXPECT_TRUE(p.mapReduceButton()->isEnabled());
+  EXPECT_EQ(finished.count() + failed.count(), 0);
+  EXPECT_TRUE(lib_->chats(doc_id)->empty());
+
+  // Run anyway: the engine's error shows inline, and the chat keeps working.
+  QTest::mouseClick(p.runAnywayButton(), Qt::LeftButton);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return failed.count() > 0; }, 60000));
+  EXPECT_FALSE(p.planBanner()->isVisible());
+  const QString error = failed.at(0).at(0).toString();
+  EXPECT_TRUE(error.contains(QStringLiteral("map-reduce"))) << error.toStdString();
+  EXPECT_TRUE(p.view()->toPlainText().contains(error));
+
+  // Ask again and choose map-reduce.
+  ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 10000));
+  p.askQuestion(QStringLiteral("Who is Tom?"));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return p.planBanner()->isVisible(); }, 60000));
+  QTest::mouseClick(p.mapReduceButton(), Qt::LeftButton);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() > 0; }, 120000));
+  EXPECT_TRUE(finished.at(0).at(0).value<app::AnswerResult>().map_reduce);
+  EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("map-reduce over parts")));
+}
+
+TEST_F(ChatTest, WithoutAModelTheChatSaysHowToGetOne) {
+  const int64_t doc_id = addStory(1, 'e');
+  app::EngineWorker w(params());
+  ChatPanel p;
+  setUpPanel(p, &w, doc_id);
+  const QString text = p.view()->toPlainText();
+  for (const char* s : {"GGUF", "llama.cpp", "LM Studio", "Ollama", "GPT4All", "Hugging Face",
+                        "Settings > Model"}) {
+    EXPECT_TRUE(text.contains(QLatin1String(s))) << s << " missing from: " << text.toStdString();
+  }
+  EXPECT_FALSE(p.askButton()->isEnabled());
+  // Asking anyway (Return in the field) explains inline instead of failing.
+  p.askQuestion(QStringLiteral("Hello?"));
+  EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("No model is loaded")));
+}
+
+}  // namespace
+}  // namespace spw::ui

@@ -1,0 +1,352 @@
+#include "ui/dashboard_dock.h"
+
+#include <QAreaSeries>
+#include <QChart>
+#include <QChartView>
+#include <QCursor>
+#include <QFile>
+#include <QFileDialog>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineSeries>
+#include <QMessageBox>
+#include <QPixmap>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+
+namespace spw::ui {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double mib(int64_t bytes) { return bytes < 0 ? 0 : static_cast<double>(bytes) / kMiB; }
+
+QString mib_text(int64_t bytes) {
+  if (bytes < 0) return QStringLiteral("unknown");
+  return QStringLiteral("%1 MiB").arg(mib(bytes), 0, 'f', 1);
+}
+
+// Chart indices.
+enum ChartId { kVram = 0, kRam, kDisk, kBlocks, kMoved, kSpeed };
+
+}  // namespace
+
+DashboardDock::DashboardDock(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("dashboard"));
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(4, 4, 4, 4);
+
+  auto* bar = new QHBoxLayout;
+  summary_ = new QLabel(tr("No engine activity yet: the charts fill while a model runs."), this);
+  summary_->setObjectName(QStringLiteral("dashboardSummary"));
+  bar->addWidget(summary_, 1);
+  auto* png = new QPushButton(tr("Export PNG…"), this);
+  auto* csv = new QPushButton(tr("Export CSV…"), this);
+  png->setObjectName(QStringLiteral("exportPng"));
+  csv->setObjectName(QStringLiteral("exportCsv"));
+  connect(png, &QPushButton::clicked, this, [this] { chooseFile(true); });
+  connect(csv, &QPushButton::clicked, this, [this] { chooseFile(false); });
+  bar->addWidget(png);
+  bar->addWidget(csv);
+  outer->addLayout(bar);
+
+  auto* grid = new QGridLayout;
+  grid->setSpacing(2);
+  outer->addLayout(grid, 1);
+
+  charts_.push_back(makeChart(tr("VRAM (GPU sessions only)"), tr("MiB")));
+  charts_.push_back(makeChart(tr("Host RAM"), tr("MiB")));
+  charts_.push_back(makeChart(tr("Disk tier"), tr("MiB")));
+  charts_.push_back(makeChart(tr("KV blocks per tier"), tr("blocks")));
+  charts_.push_back(makeChart(tr("Bytes moved between tiers per token"), tr("bytes")));
+  charts_.push_back(makeChart(tr("Throughput"), tr("tokens/s")));
+
+  addLine(charts_[kVram], QStringLiteral("vram_weights"), tr("weights"));
+  addLine(charts_[kVram], QStringLiteral("vram_window"), tr("KV window"));
+  addLine(charts_[kVram], QStringLiteral("vram_scratch"), tr("scratch"));
+  addLine(charts_[kVram], QStringLiteral("vram_free"), tr("free"));
+  addLine(charts_[kRam], QStringLiteral("kv_host"), tr("KV host tier"));
+  addLine(charts_[kRam], QStringLiteral("rss"), tr("process RSS"));
+  addLine(charts_[kRam], QStringLiteral("available"), tr("system available"), true);
+  addLine(charts_[kDisk], QStringLiteral("disk"), tr("disk tier"));
+  addStackedArea(charts_[kBlocks]);
+  addLine(charts_[kMoved], QStringLiteral("moved_per_token"), tr("bytes per token"));
+  addLine(charts_[kSpeed], QStringLiteral("prefill_tps"), tr("prefill"));
+  addLine(charts_[kSpeed], QStringLiteral("decode_tps"), tr("decode"));
+
+  for (size_t i = 0; i < charts_.size(); ++i) {
+    grid->addWidget(charts_[i].view, static_cast<int>(i / 3), static_cast<int>(i % 3));
+  }
+}
+
+DashboardDock::~DashboardDock() = default;
+
+QString DashboardDock::cpuVramTitle() { return tr("VRAM: none in use on this CPU session"); }
+
+QString DashboardDock::vramTitle() const { return charts_[kVram].chart->title(); }
+
+DashboardDock::Chart DashboardDock::makeChart(const QString& title, const QString& y_title) {
+  Chart c;
+  c.chart = new QChart;
+  c.chart->setTitle(title);
+  c.chart->setAnimationOptions(QChart::NoAnimation);
+  c.chart->setMargins(QMargins(2, 2, 2, 2));
+  c.chart->legend()->setAlignment(Qt::AlignBottom);
+  QFont small = c.chart->legend()->font();
+  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+  c.chart->legend()->setFont(small);
+  const bool dark = palette().color(QPalette::Window).lightness() < 128;
+  c.chart->setTheme(dark ? QChart::ChartThemeDark : QChart::ChartThemeLight);
+  c.x = new QValueAxis;
+  c.x->setLabelFormat(QStringLiteral("%.0f"));
+  c.x->setRange(0, kMinSpanSeconds);
+  c.x->setTickCount(4);  // 10 s steps at first, 100 s over five minutes
+  c.y = new QValueAxis;
+  c.chart->setTitle(QStringLiteral("%1 (%2)").arg(title, y_title));
+  c.y->setTickCount(3);
+  c.y->setRange(0, 1);
+  c.y->setLabelFormat(QStringLiteral("%.4g"));
+  c.chart->addAxis(c.x, Qt::AlignBottom);
+  c.chart->addAxis(c.y, Qt::AlignLeft);
+  c.view = new QChartView(c.chart, this);  // the view owns the chart
+  c.view->setRenderHint(QPainter::Antialiasing);
+  // Small charts: the axes' labels a point smaller, no axis titles (the unit is in the title,
+  // the x axis is seconds since the first sample).
+  QFont labels = c.x->labelsFont();
+  labels.setPointSizeF(std::max(6.0, labels.pointSizeF() - 1.5));
+  c.x->setLabelsFont(labels);
+  c.y->setLabelsFont(labels);
+  QFont title_font = c.chart->titleFont();
+  title_font.setPointSizeF(std::max(7.0, title_font.pointSizeF() - 1));
+  c.chart->setTitleFont(title_font);
+  c.view->setMinimumSize(200, 130);
+  return c;
+}
+
+QLineSeries* DashboardDock::addLine(Chart& c, const QString& key, const QString& name, bool right) {
+  auto* s = new QLineSeries;
+  s->setName(name);
+  c.chart->addSeries(s);
+  s->attachAxis(c.x);
+  if (right) {
+    // The system's available RAM (GiB) beside MiB of KV and RSS: its own axis, so the small
+    // ones stay readable. Only that series uses it.
+    if (!c.y2) {
+      c.y2 = new QValueAxis;
+      c.y2->setTitleText(tr("available (MiB)"));
+      c.y2->setRange(0, 1);
+      c.y2->setLabelFormat(QStringLiteral("%.0f"));
+      c.chart->addAxis(c.y2, Qt::AlignRight);
+    }
+    s->attachAxis(c.y2);
+    c.lines2.push_back(s);
+  } else {
+    s->attachAxis(c.y);
+    c.lines.push_back(s);
+  }
+  series_.insert(key, s);
+  chart_of_.insert(key, static_cast<int>(&c - charts_.data()));
+  connectHover(s, key);
+  return s;
+}
+
+void DashboardDock::addStackedArea(Chart& c) {
+  // Cumulative upper lines: window, window + host, window + host + disk; each area lies
+  // between its upper line and the one below (the axis for the first).
+  const QString keys[] = {QStringLiteral("blocks_window"), QStringLiteral("blocks_host"),
+                          QStringLiteral("blocks_disk")};
+  const QString names[] = {tr("window"), tr("host (RAM)"), tr("disk")};
+  QLineSeries* below = nullptr;
+  const int index = static_cast<int>(&c - charts_.data());
+  for (int i = 0; i < 3; ++i) {
+    auto* upper = new QLineSeries(this);
+    auto* area = new QAreaSeries(upper, below);
+    area->setName(names[i]);
+    c.chart->addSeries(area);
+    area->attachAxis(c.x);
+    area->attachAxis(c.y);
+    c.lines.push_back(upper);
+    series_.insert(keys[i], upper);
+    chart_of_.insert(keys[i], index);
+    const QString key = keys[i];
+    connect(area, &QAreaSeries::hovered, this, [this, key](const QPointF& p, bool state) {
+      if (state)
+        QToolTip::showText(QCursor::pos(), valuesAt(key, p.x()));
+      else
+        QToolTip::hideText();
+    });
+    below = upper;
+  }
+}
+
+void DashboardDock::connectHover(QXYSeries* s, const QString& key) {
+  connect(s, &QXYSeries::hovered, this, [this, key](const QPointF& p, bool state) {
+    if (state)
+      QToolTip::showText(QCursor::pos(), valuesAt(key, p.x()));
+    else
+      QToolTip::hideText();
+  });
+}
+
+const QXYSeries* DashboardDock::series(const QString& key) const { return series_.value(key); }
+
+QString DashboardDock::valuesAt(const QString& key, double seconds) const {
+  if (samples_.empty()) return {};
+  const int64_t t = t0_ms_ + static_cast<int64_t>(std::llround(seconds * 1000));
+  const auto it =
+      std::min_element(samples_.begin(), samples_.end(),
+                       [t](const app::TelemetrySample& a, const app::TelemetrySample& b) {
+                         return std::llabs(a.t_ms - t) < std::llabs(b.t_ms - t);
+                       });
+  const app::TelemetrySample& s = *it;
+  const QString at = tr("at %1 s").arg(static_cast<double>(s.t_ms - t0_ms_) / 1000.0, 0, 'f', 1);
+  switch (chart_of_.value(key, -1)) {
+    case kVram:
+      if (!s.gpu) return tr("CPU session: no VRAM %1").arg(at);
+      return tr("VRAM %1\nweights %2\nKV window %3\nscratch %4\nfree %5")
+          .arg(at, mib_text(s.vram_weights), mib_text(s.vram_window), mib_text(s.vram_scratch),
+               mib_text(s.vram_free));
+    case kRam:
+      return tr("Host RAM %1\nKV host tier %2\nprocess RSS %3\nsystem available %4")
+          .arg(at, mib_text(s.host_bytes), mib_text(s.rss_bytes), mib_text(s.available_bytes));
+    case kDisk:
+      return tr("Disk tier %1\n%2").arg(at, mib_text(s.disk_bytes));
+    case kBlocks:
+      return tr("KV blocks %1\nwindow %2\nhost %3\ndisk %4\n(%5 of %6 tokens)")
+          .arg(at)
+          .arg(s.window_blocks)
+          .arg(s.host_blocks)
+          .arg(s.disk_blocks)
+          .arg(s.n_past)
+          .arg(s.n_ctx);
+    case kMoved:
+      return tr("Moved between tiers %1\n%2 bytes per token\n%3 in all")
+          .arg(at)
+          .arg(s.moved_bytes_per_token, 0, 'f', 0)
+          .arg(mib_text(s.moved_bytes));
+    case kSpeed:
+      return tr("Throughput %1\nprefill %2 tokens/s\ndecode %3 tokens/s")
+          .arg(at)
+          .arg(s.prefill_tokens_per_s, 0, 'f', 1)
+          .arg(s.decode_tokens_per_s, 0, 'f', 1);
+    default:
+      return {};
+  }
+}
+
+void DashboardDock::addSample(const app::TelemetrySample& s) {
+  if (t0_ms_ < 0) t0_ms_ = s.t_ms;
+  samples_.push_back(s);
+  const double x = static_cast<double>(s.t_ms - t0_ms_) / 1000.0;
+  const auto add = [&](const char* key, double y) {
+    if (QXYSeries* line = series_.value(QLatin1String(key))) line->append(x, y);
+  };
+  if (s.gpu) {
+    add("vram_weights", mib(s.vram_weights));
+    add("vram_window", mib(s.vram_window));
+    add("vram_scratch", mib(s.vram_scratch));
+    add("vram_free", mib(s.vram_free));
+  }
+  add("kv_host", mib(s.host_bytes));
+  add("rss", mib(s.rss_bytes));
+  add("available", mib(s.available_bytes));
+  add("disk", mib(s.disk_bytes));
+  add("blocks_window", static_cast<double>(s.window_blocks));
+  add("blocks_host", static_cast<double>(s.window_blocks + s.host_blocks));
+  add("blocks_disk", static_cast<double>(s.window_blocks + s.host_blocks + s.disk_blocks));
+  add("moved_per_token", s.moved_bytes_per_token);
+  add("prefill_tps", s.prefill_tokens_per_s);
+  add("decode_tps", s.decode_tokens_per_s);
+  // The VRAM note follows the last run's session kind; idle samples keep what was shown.
+  if (s.running) {
+    const QString title = s.gpu ? tr("VRAM (MiB)") : cpuVramTitle();
+    if (charts_[kVram].chart->title() != title) charts_[kVram].chart->setTitle(title);
+  }
+  for (Chart& c : charts_) rescale(c, x);
+
+  summary_->setText(s.running
+                        ? tr("%1 of %2 tokens in context · KV window %3, host %4, disk %5 blocks · "
+                             "decode %6 tokens/s · RSS %7")
+                              .arg(s.n_past)
+                              .arg(s.n_ctx)
+                              .arg(s.window_blocks)
+                              .arg(s.host_blocks)
+                              .arg(s.disk_blocks)
+                              .arg(s.decode_tokens_per_s, 0, 'f', 1)
+                              .arg(mib_text(s.rss_bytes))
+                        : tr("Idle · RSS %1 · system available %2")
+                              .arg(mib_text(s.rss_bytes), mib_text(s.available_bytes)));
+}
+
+void DashboardDock::rescale(Chart& c, double now) {
+  const double from = std::max(0.0, now - kHistorySeconds);
+  // Points older than the history leave the chart (they stay in samples_ for the CSV); the
+  // top of each y axis follows the highest point shown.
+  const auto trim_and_top = [from](const std::vector<QXYSeries*>& lines) {
+    double top = 0;
+    for (QXYSeries* s : lines) {
+      int old = 0;
+      while (old < s->count() && s->at(old).x() < from) ++old;
+      if (old > 0) s->removePoints(0, old);
+      const QList<QPointF> pts = s->points();
+      for (const QPointF& p : pts) top = std::max(top, p.y());
+    }
+    return top > 0 ? top * 1.1 : 1.0;
+  };
+  // The x axis grows with the data up to five minutes, then slides.
+  c.x->setRange(from, std::max(now, from + kMinSpanSeconds));
+  c.y->setRange(0, trim_and_top(c.lines));
+  if (c.y2) c.y2->setRange(0, trim_and_top(c.lines2));
+}
+
+bool DashboardDock::exportPng(const QString& path, QString* error) {
+  const QPixmap image = grab();
+  if (image.isNull() || !image.save(path, "PNG")) {
+    if (error) *error = tr("Could not write the image %1").arg(path);
+    return false;
+  }
+  return true;
+}
+
+bool DashboardDock::exportCsv(const QString& path, QString* error) {
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) {
+    if (error) *error = tr("Could not write %1: %2").arg(path, f.errorString());
+    return false;
+  }
+  std::string text = app::telemetry_csv_header() + "\n";
+  for (const app::TelemetrySample& s : samples_) text += app::telemetry_csv_row(s) + "\n";
+  f.write(text.data(), static_cast<qint64>(text.size()));
+  if (!f.commit()) {
+    if (error) *error = tr("Could not write %1: %2").arg(path, f.errorString());
+    return false;
+  }
+  return true;
+}
+
+void DashboardDock::clear() {
+  samples_.clear();
+  t0_ms_ = -1;
+  for (QXYSeries* s : series_) s->clear();
+  for (Chart& c : charts_) rescale(c, 0);
+}
+
+void DashboardDock::chooseFile(bool png) {
+  const QString path = QFileDialog::getSaveFileName(
+      this, png ? tr("Export the dashboard as PNG") : tr("Export the samples as CSV"),
+      png ? QStringLiteral("spillway-dashboard.png") : QStringLiteral("spillway-telemetry.csv"),
+      png ? tr("PNG image (*.png)") : tr("CSV (*.csv)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!(png ? exportPng(path, &error) : exportCsv(path, &error)))
+    QMessageBox::warning(this, tr("Export"), error);
+}
+
+}  // namespace spw::ui

@@ -1,0 +1,74 @@
+#include "ui/password_dialog.h"
+
+#include <QDialogButtonBox>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QIcon>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QStyle>
+
+namespace spw::ui {
+
+namespace {
+
+// A theme icon by its freedesktop name, the flat "-symbolic" variant first (the full-colour
+// one of some themes is a legacy bitmap), else the style's standard icon.
+QIcon themed(const char* name, QStyle::StandardPixmap fallback, const QStyle* style) {
+  const QString n = QString::fromLatin1(name);
+  const QString symbolic = n + QStringLiteral("-symbolic");
+  if (QIcon::hasThemeIcon(symbolic)) return QIcon::fromTheme(symbolic);
+  if (QIcon::hasThemeIcon(n)) return QIcon::fromTheme(n);
+  return style->standardIcon(fallback);
+}
+
+}  // namespace
+
+PasswordDialog::PasswordDialog(const QString& file, bool wrong, QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Password needed"));
+  setObjectName(QStringLiteral("passwordDialog"));
+  auto* grid = new QGridLayout(this);
+  grid->setHorizontalSpacing(16);
+
+  auto* icon = new QLabel(this);
+  const QIcon lock = themed("dialog-password", QStyle::SP_MessageBoxQuestion, style());
+  icon->setPixmap(lock.pixmap(48, 48));
+  icon->setAlignment(Qt::AlignTop);
+  grid->addWidget(icon, 0, 0, 3, 1);
+
+  const QString name = QFileInfo(file).fileName();
+  auto* text = new QLabel(
+      wrong ? tr("<b>%1</b> did not open with that password. Try again:").arg(name.toHtmlEscaped())
+            : tr("<b>%1</b> is encrypted. Enter its password to add it to the library:")
+                  .arg(name.toHtmlEscaped()),
+      this);
+  text->setWordWrap(true);
+  grid->addWidget(text, 0, 1);
+
+  edit_ = new QLineEdit(this);
+  edit_->setEchoMode(QLineEdit::Password);
+  edit_->setObjectName(QStringLiteral("passwordEdit"));
+  edit_->setMinimumWidth(280);
+  grid->addWidget(edit_, 1, 1);
+
+  auto* note = new QLabel(tr("The password is used for this import only and is not saved."), this);
+  note->setEnabled(false);
+  grid->addWidget(note, 2, 1);
+
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  buttons->button(QDialogButtonBox::Ok)->setText(tr("Open"));
+  connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  grid->addWidget(buttons, 3, 0, 1, 2);
+}
+
+QString PasswordDialog::password() const { return edit_->text(); }
+
+std::optional<QString> PasswordDialog::ask(QWidget* parent, const QString& file, bool wrong) {
+  PasswordDialog dialog(file, wrong, parent);
+  if (dialog.exec() != QDialog::Accepted) return std::nullopt;
+  return dialog.password();
+}
+
+}  // namespace spw::ui
