@@ -7,6 +7,7 @@
 #include <QDockWidget>
 #include <QLocale>
 #include <QMessageBox>
+#include <QSettings>
 
 #include "app/jobs/jobs.h"
 #include "app/runtime/backend_status.h"
@@ -114,6 +115,9 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
   };
   connect(worker_, &app::EngineWorker::questionStored, this, interactive);
   connect(&window_, &MainWindow::libraryChanged, this, interactive);
+  // The library's Tokens column: counted for the model after each load and library change.
+  connect(worker_, &app::EngineWorker::tokenCounts, &window_, &MainWindow::setTokenCounts);
+  connect(&window_, &MainWindow::libraryChanged, worker_, &app::EngineWorker::countTokens);
 
   window_.setBackendStatus(fromStd(app::backend_status_line()));
   loadModel();
@@ -164,6 +168,15 @@ void AppController::applySettings(const QString& settings_json) {
           &window_, tr("Settings"),
           tr("The settings could not be stored: %1").arg(fromStd(st.error().message)));
     }
+  }
+  // The folders are read before the library opens (it lives in the data folder), so they are
+  // kept outside it, in the user's Qt settings; they apply at the next start.
+  const auto old = app::app_settings_from_json(settings_json_.toStdString());
+  if (old && (old->data_dir != s->data_dir || old->cache_dir != s->cache_dir)) {
+    QSettings folders;
+    folders.setValue(QStringLiteral("data_dir"), fromStd(s->data_dir));
+    folders.setValue(QStringLiteral("cache_dir"), fromStd(s->cache_dir));
+    window_.setActivity(tr("The new folders apply at the next start"));
   }
   settings_json_ = fromStd(app::app_settings_to_json(*s));
   apply_theme(*qApp, fromStd(s->theme));

@@ -16,6 +16,7 @@
 #include <QMessageBox>
 #include <QPixmap>
 #include <QPushButton>
+#include <QSettings>
 #include <QStandardPaths>
 #include <QTimer>
 
@@ -130,7 +131,14 @@ int main(int argc, char** argv) {
   }
 
   spw::app::PathOverrides overrides;
-  if (parser.isSet(data_dir_opt)) overrides.data_dir = parser.value(data_dir_opt).toStdString();
+  if (parser.isSet(data_dir_opt)) {
+    overrides.data_dir = parser.value(data_dir_opt).toStdString();
+  } else {
+    // Folders chosen in Settings (kept in the user's Qt settings: the library lives in them).
+    const QSettings folders;
+    overrides.data_dir = folders.value(QStringLiteral("data_dir")).toString().toStdString();
+    overrides.cache_dir = folders.value(QStringLiteral("cache_dir")).toString().toStdString();
+  }
   auto paths = spw::app::prepare_paths(overrides);
   if (!paths) return fail(fromUtf8(paths.error().message));
 

@@ -157,6 +157,26 @@ struct EngineWorker::Core final : QObject {
       o->has_model_ = true;
       emit o->modelLoaded(info);
     });
+    count_tokens();
+  }
+
+  // Tokens of each document's page text (the "[p. N]" block the prompt holds) for the model.
+  void count_tokens() {
+    if (!engine) return;
+    if (!open_library()) return;
+    auto docs = lib->documents();
+    if (!docs) return;
+    QHash<qint64, qint64> counts;
+    for (const DocumentRecord& d : *docs) {
+      auto pages = lib->pages(d.id);
+      if (!pages) continue;
+      const DocumentText doc = document_text(d, std::move(*pages));
+      const std::string block = document_block(doc, PageRange{0, doc.pages.size()});
+      counts.insert(d.id,
+                    static_cast<qint64>(engine->tokenizer().encode(block, false, false).size()));
+    }
+    EngineWorker* o = owner;
+    post([o, counts] { emit o->tokenCounts(counts); });
   }
 
   void run(const AskRequest& req, int64_t id) {
@@ -413,6 +433,12 @@ void EngineWorker::ask(const AskRequest& request) {
   Core* core = core_;
   QMetaObject::invokeMethod(
       core_, [core, request, id] { core->run(request, id); }, Qt::QueuedConnection);
+}
+
+void EngineWorker::countTokens() {
+  Core* core = core_;
+  QMetaObject::invokeMethod(
+      core_, [core] { core->count_tokens(); }, Qt::QueuedConnection);
 }
 
 void EngineWorker::stop() { cancel_upto_->store(next_request_); }

@@ -13,6 +13,7 @@
 // Engine-free header (ui/ includes it): plain structs and Qt types only.
 #pragma once
 
+#include <QHash>
 #include <QList>
 #include <QMetaType>
 #include <QObject>
@@ -130,6 +131,9 @@ class EngineWorker final : public QObject {
   /// and nothing is stored: ask again with one of them. Otherwise the question is stored, then
   /// for each document answerStarted, piece..., answerFinished (or answerFailed).
   void ask(const spw::app::AskRequest& request);
+  /// Counts each library document's tokens for the loaded model (the page text as the prompt
+  /// holds it) on the worker thread; tokenCounts follows. Done after every model load too.
+  void countTokens();
   /// Stops the running request and any queued before this call (thread-safe, immediate).
   void stop();
 
@@ -150,6 +154,8 @@ class EngineWorker final : public QObject {
   /// A line for the user: notes of the engine (saved KV reused, map-reduce parts, fallbacks).
   void note(const QString& text);
   void telemetry(const spw::app::TelemetrySample& sample);
+  /// Tokens per document id for the loaded model (after a load and countTokens()).
+  void tokenCounts(const QHash<qint64, qint64>& counts);
   void busyChanged(bool busy);
 
  private:

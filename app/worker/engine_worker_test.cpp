@@ -460,5 +460,40 @@ TEST_F(EngineWorkerTest, DestroyingTheWorkerWhileGeneratingStopsAndStoresThePart
   EXPECT_EQ(stored.substr(stored.size() - std::string(kStoppedMarker).size()), kStoppedMarker);
 }
 
+// The library's Tokens column: each document's page block ("[p. N]" and its text) counted with
+// the model's tokenizer after the load, and again on request after a document is added.
+TEST_F(EngineWorkerTest, TokenCountsFollowTheModelAndTheLibrary) {
+  const int64_t a = add_story(*lib_, 2, std::string(64, 'e'));
+  EngineWorker w(params());
+  Recorder rec(w);
+  QHash<qint64, qint64> counts;
+  int n_counts = 0;
+  QObject::connect(&w, &EngineWorker::tokenCounts, [&](const QHash<qint64, qint64>& c) {
+    counts = c;
+    ++n_counts;
+  });
+  load(w, rec, 1024);
+  ASSERT_TRUE(wait_until([&] { return n_counts == 1; }));
+  ASSERT_EQ(counts.size(), 1);
+  auto model = Model::load(kStories.string());
+  ASSERT_TRUE(model);
+  auto tok = Tokenizer::from_gguf((*model)->file());
+  ASSERT_TRUE(tok);
+  auto rec_a = lib_->document(a);
+  auto pages_a = lib_->pages(a);
+  ASSERT_TRUE(rec_a && pages_a);
+  const DocumentText doc = document_text(*rec_a, *pages_a);
+  const auto want =
+      (*tok)->encode(document_block(doc, PageRange{0, doc.pages.size()}), false, false);
+  EXPECT_EQ(counts.value(a), static_cast<qint64>(want.size()));
+  EXPECT_GT(counts.value(a), 50);
+
+  const int64_t b = add_story(*lib_, 5, std::string(64, 'f'));
+  w.countTokens();
+  ASSERT_TRUE(wait_until([&] { return n_counts == 2; }));
+  ASSERT_EQ(counts.size(), 2);
+  EXPECT_GT(counts.value(b), counts.value(a));  // five pages of the same story against two
+}
+
 }  // namespace
 }  // namespace spw::app
