@@ -222,7 +222,13 @@ void ChatPanel::reload() {
               }
             }
             e.citations = checkStored(e.doc_id, e.text);
-            e.header = tr("from the library");
+            app::AnswerResult meta;
+            if (app::answer_from_meta(m.meta, meta)) {
+              e.header = answer_header(meta);
+              e.stopped = e.stopped || meta.stopped;
+            } else {
+              e.header = tr("from the library");
+            }
           } else {
             e.kind = Entry::Note;
           }

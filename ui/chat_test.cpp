@@ -249,7 +249,16 @@ TEST_F(ChatTest, StopEndsGenerationWithin200Ms) {
   auto msgs = lib_->messages(r.chat_id);
   ASSERT_TRUE(msgs);
   ASSERT_EQ(msgs->size(), 2u);
-  EXPECT_EQ((*msgs)[1].content, r.answer.toStdString() + "\n\n" + app::kStoppedMarker);
+  EXPECT_EQ((*msgs)[1].content, r.answer.toStdString());
+  app::AnswerResult meta;
+  ASSERT_TRUE(app::answer_from_meta((*msgs)[1].meta, meta));
+  EXPECT_TRUE(meta.stopped);
+  // Reloaded from the library, the answer keeps its header and its stopped mark.
+  p.setDocuments({});
+  p.setDocuments(r.doc_id == 0 ? QList<qint64>{} : QList<qint64>{r.doc_id});
+  const QString reloaded = p.view()->toPlainText();
+  EXPECT_TRUE(reloaded.contains(QStringLiteral("tokens in context"))) << reloaded.toStdString();
+  EXPECT_TRUE(reloaded.contains(QStringLiteral("stopped")));
 }
 
 TEST_F(ChatTest, APlanThatDoesNotFitShowsTheChoicesInsteadOfFailing) {

@@ -63,9 +63,9 @@ constexpr std::string_view kSelectChats =
     "WHERE ?1 = 0 OR doc_id = ?1 ORDER BY created DESC, id DESC";
 constexpr std::string_view kSelectChatExists = "SELECT 1 FROM chats WHERE id = ?1";
 constexpr std::string_view kInsertMessage =
-    "INSERT INTO messages (chat_id, role, content, created) VALUES (?1, ?2, ?3, ?4)";
+    "INSERT INTO messages (chat_id, role, content, created, meta) VALUES (?1, ?2, ?3, ?4, ?5)";
 constexpr std::string_view kSelectMessages =
-    "SELECT id, chat_id, role, content, created FROM messages WHERE chat_id = ?1 ORDER BY id";
+    "SELECT id, chat_id, role, content, created, meta FROM messages WHERE chat_id = ?1 ORDER BY id";
 
 constexpr std::string_view kSelectSetting = "SELECT value FROM settings WHERE key = ?1";
 constexpr std::string_view kUpsertSetting =
@@ -453,7 +453,7 @@ Expected<std::vector<ChatRecord>> Library::chats(int64_t doc_id) {
 }
 
 Expected<int64_t> Library::add_message(int64_t chat_id, const std::string& role,
-                                       const std::string& content) {
+                                       const std::string& content, const std::string& meta) {
   {
     auto st = Stmt::prepare(db_, kSelectChatExists);
     if (!st) return st.error();
@@ -466,7 +466,7 @@ Expected<int64_t> Library::add_message(int64_t chat_id, const std::string& role,
     return make_error("message role '{}' is not one of system, user, assistant", role);
   auto st = Stmt::prepare(db_, kInsertMessage);
   if (!st) return st.error();
-  st->bind(1, chat_id).bind(2, role).bind(3, content).bind(4, now_seconds());
+  st->bind(1, chat_id).bind(2, role).bind(3, content).bind(4, now_seconds()).bind(5, meta);
   if (auto s = st->run(); !s) return s.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -480,7 +480,8 @@ Expected<std::vector<MessageRecord>> Library::messages(int64_t chat_id) {
     auto row = st->step();
     if (!row) return row.error();
     if (!*row) break;
-    out.push_back(MessageRecord{st->i64(0), st->i64(1), st->text(2), st->text(3), st->i64(4)});
+    out.push_back(
+        MessageRecord{st->i64(0), st->i64(1), st->text(2), st->text(3), st->i64(4), st->text(5)});
   }
   return out;
 }

@@ -92,6 +92,7 @@ struct MessageRecord {
   std::string role;     // "system" | "user" | "assistant"
   std::string content;  // UTF-8
   int64_t created = 0;  // unix seconds
+  std::string meta;     // how an answer was made, a JSON object (the app's); "" for none
 };
 
 /// The library database file inside a data folder: <data_dir>/library.sqlite3.
@@ -147,9 +148,9 @@ class Library final {
   Expected<int64_t> create_chat(int64_t doc_id, const std::string& title);
   /// Chats of a document (doc_id 0: all chats), newest first.
   Expected<std::vector<ChatRecord>> chats(int64_t doc_id = 0);
-  /// Appends a message; returns its id. Error "no chat with id N".
+  /// Appends a message (`meta`: MessageRecord::meta); returns its id. Error "no chat with id N".
   Expected<int64_t> add_message(int64_t chat_id, const std::string& role,
-                                const std::string& content);
+                                const std::string& content, const std::string& meta = {});
   /// Messages of a chat, oldest first.
   Expected<std::vector<MessageRecord>> messages(int64_t chat_id);
 

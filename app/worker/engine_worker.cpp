@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <QDateTime>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QThread>
 #include <QTimer>
 #include <algorithm>
@@ -366,8 +368,7 @@ struct EngineWorker::Core final : QObject {
       return false;
     }
     if (selection) stored = "From \"" + doc.title + "\":\n" + stored;
-    if (r.stopped) stored += std::string("\n\n") + kStoppedMarker;
-    if (auto mid = lib->add_message(chat_id, "assistant", stored)) {
+    if (auto mid = lib->add_message(chat_id, "assistant", stored, answer_meta_json(r))) {
       r.message_id = *mid;
     } else {
       post_note("the answer could not be stored: " + mid.error().message);
@@ -433,6 +434,44 @@ void EngineWorker::ask(const AskRequest& request) {
   Core* core = core_;
   QMetaObject::invokeMethod(
       core_, [core, request, id] { core->run(request, id); }, Qt::QueuedConnection);
+}
+
+std::string answer_meta_json(const AnswerResult& r) {
+  QJsonObject o;
+  o[QStringLiteral("context_tokens")] = static_cast<double>(r.context_tokens);
+  o[QStringLiteral("n_ctx")] = static_cast<double>(r.n_ctx);
+  o[QStringLiteral("generated_tokens")] = static_cast<double>(r.generated_tokens);
+  o[QStringLiteral("prefill_s")] = r.prefill_s;
+  o[QStringLiteral("reused_kv")] = r.reused_kv;
+  o[QStringLiteral("reused_tokens")] = static_cast<double>(r.reused_tokens);
+  o[QStringLiteral("decode_tokens_per_s")] = r.decode_tokens_per_s;
+  o[QStringLiteral("stopped")] = r.stopped;
+  o[QStringLiteral("map_reduce")] = r.map_reduce;
+  o[QStringLiteral("early_stop")] = r.early_stop;
+  o[QStringLiteral("backend")] = r.backend;
+  return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
+}
+
+bool answer_from_meta(const std::string& json, AnswerResult& r) {
+  if (json.empty()) return false;
+  const QJsonDocument d = QJsonDocument::fromJson(QByteArray::fromStdString(json));
+  if (!d.isObject()) return false;
+  const QJsonObject o = d.object();
+  const auto i64 = [&o](const char* k) {
+    return static_cast<qint64>(o.value(QLatin1String(k)).toDouble());
+  };
+  r.context_tokens = i64("context_tokens");
+  r.n_ctx = i64("n_ctx");
+  r.generated_tokens = i64("generated_tokens");
+  r.prefill_s = o.value(QLatin1String("prefill_s")).toDouble();
+  r.reused_kv = o.value(QLatin1String("reused_kv")).toBool();
+  r.reused_tokens = i64("reused_tokens");
+  r.decode_tokens_per_s = o.value(QLatin1String("decode_tokens_per_s")).toDouble();
+  r.stopped = o.value(QLatin1String("stopped")).toBool();
+  r.map_reduce = o.value(QLatin1String("map_reduce")).toBool();
+  r.early_stop = o.value(QLatin1String("early_stop")).toString();
+  r.backend = o.value(QLatin1String("backend")).toString();
+  return true;
 }
 
 void EngineWorker::countTokens() {

@@ -35,7 +35,8 @@ namespace spw::app {
 
 class Library;
 
-/// Appended (after a blank line) to a stored assistant message that the user stopped.
+/// Appended (after a blank line) to a stopped answer's text by earlier versions; a stopped answer
+/// is now marked in its meta (answer_meta_json). The chat still reads the old form.
 inline constexpr const char* kStoppedMarker = "[stopped]";
 
 /// What loadModel() loaded.
@@ -90,6 +91,14 @@ struct AnswerResult {
   QString early_stop;              // the engine stopped early ("context full: ..."), or empty
   QString backend;                 // "cpu (avx2, 2 threads)"
 };
+
+/// The stored form of an answer's header (MessageRecord::meta): a JSON object with
+/// context_tokens, n_ctx, generated_tokens, prefill_s, reused_kv, reused_tokens,
+/// decode_tokens_per_s, stopped, map_reduce, early_stop and backend.
+std::string answer_meta_json(const AnswerResult& r);
+/// Fills those fields of `r` from answer_meta_json's text; false (r unchanged) when `json` is
+/// empty or not such an object.
+bool answer_from_meta(const std::string& json, AnswerResult& r);
 
 /// The chat a question over `doc_ids` goes to: one document's newest chat, or for a selection
 /// the newest chat titled selection_chat_title(doc_ids). 0 when there is none (or on a database

@@ -345,7 +345,13 @@ TEST_F(EngineWorkerTest, StopEndsGenerationQuicklyAndKeepsThePartialAnswerMarked
   auto msgs = lib_->messages(r.chat_id);
   ASSERT_TRUE(msgs);
   ASSERT_EQ(msgs->size(), 2u);
-  EXPECT_EQ((*msgs)[1].content, r.answer.toStdString() + "\n\n" + kStoppedMarker);
+  EXPECT_EQ((*msgs)[1].content, r.answer.toStdString());
+  AnswerResult meta;
+  ASSERT_TRUE(answer_from_meta((*msgs)[1].meta, meta)) << (*msgs)[1].meta;
+  EXPECT_TRUE(meta.stopped);
+  EXPECT_EQ(meta.generated_tokens, r.generated_tokens);
+  EXPECT_EQ(meta.n_ctx, r.n_ctx);
+  EXPECT_TRUE((*msgs)[0].meta.empty());  // the question
   ASSERT_TRUE(wait_until([&] { return !w.isBusy(); }, 5000));
 }
 
@@ -456,8 +462,10 @@ TEST_F(EngineWorkerTest, DestroyingTheWorkerWhileGeneratingStopsAndStoresThePart
   auto msgs = lib_->messages(chat_id);
   ASSERT_TRUE(msgs);
   ASSERT_EQ(msgs->size(), 2u);
-  const std::string& stored = (*msgs)[1].content;
-  EXPECT_EQ(stored.substr(stored.size() - std::string(kStoppedMarker).size()), kStoppedMarker);
+  AnswerResult meta;
+  ASSERT_TRUE(answer_from_meta((*msgs)[1].meta, meta));
+  EXPECT_TRUE(meta.stopped);
+  EXPECT_FALSE((*msgs)[1].content.empty());
 }
 
 // The library's Tokens column: each document's page block ("[p. N]" and its text) counted with
