@@ -14,7 +14,14 @@ namespace spw::app {
 
 namespace {
 
-std::string csv_field(const std::string& s) {
+// RFC 4180 quoting. A text that a spreadsheet would run as a formula (it starts with = + - @,
+// tab or carriage return: model output can be steered by document text) gets a leading
+// apostrophe, the OWASP advice against CSV injection; numbers written by the exporter itself
+// never start with those.
+std::string csv_field(const std::string& text) {
+  std::string s = text;
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s[0]) != std::string_view::npos)
+    s.insert(s.begin(), '\'');
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {

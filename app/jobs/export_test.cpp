@@ -94,6 +94,20 @@ TEST(JobExport, SummaryCsvRowsCarryTheAnswerOnly) {
       << md;
 }
 
+// A cell a spreadsheet would run as a formula gets a leading apostrophe (CSV injection).
+TEST(JobExport, CsvNeutralisesFormulaCells) {
+  JobRecord j = clauses_job();
+  j.spec.task = JobTask::Summary;
+  JobResult r;
+  r.doc_id = 3;
+  r.text = "=HYPERLINK(\"http://x\",\"y\")";
+  const std::string csv = export_csv(j, {two_docs()[0]}, {r});
+  EXPECT_NE(csv.find(",done,,\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"\r\n"), std::string::npos)
+      << csv;
+  r.text = "@SUM(A1)";
+  EXPECT_NE(export_csv(j, {two_docs()[0]}, {r}).find(",done,,'@SUM(A1)\r\n"), std::string::npos);
+}
+
 TEST(JobExport, MarkdownMarksCitationsAndFailures) {
   const std::string md = export_markdown(clauses_job(), two_docs(), clause_rows());
   EXPECT_EQ(md.rfind("# Job 7: Contracts, batch \"A\"\n", 0), 0u) << md;

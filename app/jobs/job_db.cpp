@@ -402,14 +402,16 @@ Status fail_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::str
 
 Status release_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner) {
   return run_sql(db,
-                 "UPDATE job_documents SET state = 'pending', owner = '' WHERE job_id = ? AND "
+                 "UPDATE job_documents SET state = 'pending', owner = '', "
+                 "attempts = MAX(attempts - 1, 0) WHERE job_id = ? AND "
                  "doc_id = ? AND state = 'running' AND owner = ?",
                  [&](Stmt& s) { s.bind(1, job_id).bind(2, doc_id).bind(3, owner); });
 }
 
 Status release_owned_documents(sqlite3* db, int64_t id, const std::string& owner) {
   return run_sql(db,
-                 "UPDATE job_documents SET state = 'pending', owner = '' WHERE job_id = ? AND "
+                 "UPDATE job_documents SET state = 'pending', owner = '', "
+                 "attempts = MAX(attempts - 1, 0) WHERE job_id = ? AND "
                  "state = 'running' AND owner = ?",
                  [&](Stmt& s) { s.bind(1, id).bind(2, owner); });
 }
@@ -497,7 +499,8 @@ Status requeue_job(sqlite3* db, int64_t id, const std::string& owner) {
         !s)
       return s;
     if (auto s = run_sql(db,
-                         "UPDATE job_documents SET state = 'pending', owner = '' WHERE job_id = ? "
+                         "UPDATE job_documents SET state = 'pending', owner = '', "
+                         "attempts = MAX(attempts - 1, 0) WHERE job_id = ? "
                          "AND state = 'running' AND owner = ?",
                          [&](Stmt& s) { s.bind(1, id).bind(2, owner); });
         !s)

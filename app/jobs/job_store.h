@@ -90,7 +90,8 @@ Expected<bool> store_document_results(sqlite3* db, int64_t job_id, int64_t doc_i
 /// Marks a claimed document failed with `reason` (only while our claim holds).
 Status fail_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner,
                      const std::string& reason, int64_t now_ms);
-/// Returns a claimed document to pending (a stopped runner), keeping its attempts.
+/// Returns a claimed document to pending (a runner stopped on purpose: SIGTERM, pause, cancel);
+/// the claim's attempt is given back, so only runs that died count toward giving up.
 Status release_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner);
 /// Returns every document of job `id` running under `owner` to pending (a cancelled job).
 Status release_owned_documents(sqlite3* db, int64_t id, const std::string& owner);

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 
 #include <signal.h>
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -436,7 +438,13 @@ struct Server::Impl {
     if (!text.empty()) out += sse_event(chunk_json(meta, chat, text, false, ""));
     if (done) {
       const Expected<CompletionResult>& r = *job.result;
-      if (r.ok()) {
+      if (r.ok() && r->finish_reason == "cancelled") {
+        // Cut short by the server (shutting down): an error event, never a finish_reason that
+        // reads as a complete answer (a client that left reads nothing anyway).
+        out += sse_event(error_json(ApiError{
+            503, "the generation was cancelled before it finished (the server is shutting down)",
+            "server_error", "", ""}));
+      } else if (r.ok()) {
         out += sse_event(chunk_json(meta, chat, "", false, r->finish_reason));
         if (job.req.include_usage) {
           out += sse_event(usage_chunk_json(meta, chat, r->prompt_tokens, r->completion_tokens));
@@ -451,9 +459,13 @@ struct Server::Impl {
   }
 
   void setup_routes() {
-    const int threads = opt.http_threads > 0 ? opt.http_threads : std::max(opt.max_queue, 0) + 8;
+    // Connections wait in these threads while their request is read, so a few slow or idle
+    // clients must not take them all: far more threads than the queue holds, and a short read
+    // timeout.
+    const int threads =
+        opt.http_threads > 0 ? opt.http_threads : std::max(std::max(opt.max_queue, 0) + 8, 128);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    http.set_read_timeout(60);
+    http.set_read_timeout(10);
     http.set_write_timeout(60);
     http.set_keep_alive_timeout(5);
     http.set_payload_max_length(opt.max_body_bytes);
@@ -466,10 +478,22 @@ struct Server::Impl {
     });
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // The body is JSON whatever the client calls it. `curl -d` labels it
+      // application/x-www-form-urlencoded, for which httplib refuses bodies over 8 KiB (413)
+      // when it reads them, after this handler: relabel it so the body limit is ours. The
+      // request object is httplib's own, non-const, handed here as const.
+      auto& headers = const_cast<httplib::Headers&>(req.headers);
+      auto [first, last] = headers.equal_range("Content-Type");  // case-insensitive map
+      for (auto it = first; it != last; ++it) {
+        if (it->second.rfind("application/x-www-form-urlencoded", 0) == 0)
+          it->second = "application/json";
+      }
       if (opt.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       const std::string prefix = "Bearer ";
-      if (auth.rfind(prefix, 0) == 0 &&
+      if (auth.size() > prefix.size() &&
+          std::equal(prefix.begin(), prefix.end(), auth.begin(),
+                     [](char a, char b) { return std::tolower(a) == std::tolower(b); }) &&
           constant_time_equal(auth.substr(prefix.size()), opt.api_key)) {
         return httplib::Server::HandlerResponse::Unhandled;
       }

@@ -51,7 +51,7 @@ struct ServerOptions {
   std::string api_key;             // empty: no authentication (loopback only)
   std::string model_id;            // what /v1/models lists and responses name
   int max_queue = 8;               // requests waiting for the engine, the running one not counted
-  int http_threads = 0;            // connection handlers; 0: max_queue + 8
+  int http_threads = 0;            // connection handlers; 0: max(max_queue + 8, 128)
   int retry_after_s = 2;           // the Retry-After of a 503
   size_t max_body_bytes = size_t(64) << 20;  // larger request bodies: 413
   /// One line per request ("POST /v1/chat/completions 200 12+34 tokens 1.20 s") and notes;

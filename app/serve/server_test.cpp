@@ -563,6 +563,55 @@ TEST(Serve, StopCancelsRunningAndQueuedWork) {
   EXPECT_EQ(fake.results()[0].finish_reason, "cancelled");
 }
 
+// curl -d labels its JSON application/x-www-form-urlencoded; a body past httplib's 8 KiB form
+// limit is still read as JSON, and a lowercase "bearer" is accepted.
+TEST(Serve, LargeBodyLabelledAsAFormIsReadAsJson) {
+  ScriptedBackend fake;
+  ServerOptions o = loopback_options();
+  o.api_key = "k";
+  Server server(o, fake.backend());
+  ASSERT_TRUE(server.start().ok());
+  const std::string body = R"({"messages":[{"role":"user","content":")" + std::string(20000, 'a') +
+                           R"("}],"max_tokens":2})";
+  httplib::Client cli("127.0.0.1", server.port());
+  const auto res = cli.Post("/v1/chat/completions", {{"Authorization", "bearer k"}}, body,
+                            "application/x-www-form-urlencoded");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["message"]["content"], "t0 t1 ");
+}
+
+// A stream that the server cuts short (stop) ends with an error event, never with a
+// finish_reason that reads as a whole answer.
+TEST(Serve, StreamCutShortByStopEndsWithAnError) {
+  ScriptedBackend fake;
+  fake.set_token_delay(std::chrono::microseconds(500));
+  auto server = std::make_unique<Server>(loopback_options(), fake.backend());
+  ASSERT_TRUE(server->start().ok());
+  const int port = server->port();
+  std::string received;
+  std::thread client([&] {
+    httplib::Client cli("127.0.0.1", port);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1000000,"stream":true})";
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      received.append(data, n);
+      return true;
+    };
+    (void)cli.send(req);
+  });
+  ASSERT_TRUE(fake.wait_entered(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server->stop();
+  client.join();
+  EXPECT_NE(received.find("\"error\""), std::string::npos) << received.substr(0, 400);
+  EXPECT_EQ(received.find("\"finish_reason\":\"stop\""), std::string::npos);
+  EXPECT_EQ(received.find("\"finish_reason\":\"length\""), std::string::npos);
+}
+
 TEST(Serve, SixtyFourClientsOnAScriptedEngine) {
   ScriptedBackend fake;
   fake.set_token_delay(std::chrono::microseconds(200));
