@@ -1,7 +1,9 @@
 // Job exports (app/jobs/jobs.h): the Markdown report and the CSV.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -193,21 +195,28 @@ Status export_job(JobStore& store, int64_t id, ExportFormat format,
   if (!results) return results.error();
   const std::string text = format == ExportFormat::Csv ? export_csv(*job, *docs, *results)
                                                        : export_markdown(*job, *docs, *results);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error("cannot write '{}': it is a folder; give a file name", path.string());
+  const std::filesystem::path parent =
+      path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  if (!std::filesystem::is_directory(parent, ec))
+    return make_error("cannot write '{}': the folder {} does not exist", path.string(),
+                      parent.string());
   const std::filesystem::path tmp =
       path.string() + fmt::format(".tmp-{}", static_cast<long>(getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return make_error("cannot write '{}'", tmp.string());
+    if (!out) return make_error("cannot write '{}': {}", path.string(), std::strerror(errno));
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.flush();
     if (!out) {
       out.close();
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
-      return make_error("cannot write '{}' (disk full?)", tmp.string());
+      return make_error("cannot write '{}' (disk full?)", path.string());
     }
   }
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
