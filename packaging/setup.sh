@@ -70,7 +70,11 @@ configure_and_build() {
   say "Configure: cmake ${args[*]}"
   cmake "${args[@]}"
   say "Build: $BUILD_DIR (Release, $(nproc) cores)"
-  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+  if [[ $MODE == run ]]; then  # only what the app needs; `test` builds everything
+    cmake --build "$BUILD_DIR" --parallel "$(nproc)" --target spillway spillway-cli
+  else
+    cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+  fi
   if command -v ccache >/dev/null; then
     ccache --show-stats 2>/dev/null | grep -E '^[[:space:]]*(Hits|Misses):' | sed 's/^ */ccache /' ||
       true

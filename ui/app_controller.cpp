@@ -98,11 +98,11 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
       if (auto s = app::app_settings_from_json(settings_json_.toStdString()); s)
         (void)app::save_app_settings(*window_.library(), *s);
     }
-    const double gib = static_cast<double>(i.file_bytes) / (1024.0 * 1024.0 * 1024.0);
-    window_.setModelStatus(tr("%1 (%2, %3 GiB, context %4)")
-                               .arg(i.name, i.architecture)
-                               .arg(gib, 0, 'f', 2)
-                               .arg(QLocale().toString(i.n_ctx)));
+    window_.setModelStatus(
+        tr("%1 (%2, %3, context %4)")
+            .arg(i.name, i.architecture,
+                 QLocale().formattedDataSize(i.file_bytes, 1, QLocale::DataSizeTraditionalFormat),
+                 QLocale().toString(i.n_ctx)));
   });
   connect(worker_, &app::EngineWorker::modelFailed, this, [this](const QString& message) {
     window_.setModelStatus(tr("No model: %1").arg(message));
@@ -132,6 +132,7 @@ AppController::~AppController() {
 void AppController::loadModel() {
   auto s = app::app_settings_from_json(settings_json_.toStdString());
   if (!s) return;
+  model_requested_ = !s->engine.model_path.empty();
   if (s->engine.model_path.empty()) {
     window_.setModelStatus(tr("No model — Settings › Model picks a GGUF file"));
     jobs_->setCurrentModel(QString(), engineJson(*s, params_.cache_dir));

@@ -41,6 +41,8 @@ class AppController final : public QObject {
   ChatPanel* chat() const { return chat_; }
   DashboardDock* dashboard() const { return dashboard_; }
   JobsDock* jobs() const { return jobs_; }
+  /// Whether the settings name a model (a load was started: modelLoaded or modelFailed follows).
+  bool modelRequested() const { return model_requested_; }
   /// The settings in use (app_settings_to_json).
   QString settingsJson() const { return settings_json_; }
 
@@ -58,6 +60,7 @@ class AppController final : public QObject {
   AppControllerParams params_;
   QString settings_json_;
   QString loaded_engine_json_;
+  bool model_requested_ = false;
   app::EngineWorker* worker_ = nullptr;
   ChatPanel* chat_ = nullptr;
   DashboardDock* dashboard_ = nullptr;

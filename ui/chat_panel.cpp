@@ -454,7 +454,7 @@ void ChatPanel::updateControls() {
   input_->setEnabled(lib_ != nullptr || worker_ != nullptr);
   stop_->setEnabled(busy_);
   if (!model_)
-    input_->setPlaceholderText(tr("Load a model first: Settings > Model"));
+    input_->setPlaceholderText(tr("No model: Settings › Model"));
   else if (doc_ids_.isEmpty())
     input_->setPlaceholderText(tr("Select a document in the library"));
   else

@@ -74,7 +74,7 @@ DashboardDock::DashboardDock(QWidget* parent) : QWidget(parent) {
   addLine(charts_[kVram], QStringLiteral("vram_free"), tr("free"));
   addLine(charts_[kRam], QStringLiteral("kv_host"), tr("KV host tier"));
   addLine(charts_[kRam], QStringLiteral("rss"), tr("process RSS"));
-  addLine(charts_[kRam], QStringLiteral("available"), tr("system available"), true);
+  addLine(charts_[kRam], QStringLiteral("available"), tr("system available (right axis)"), true);
   addLine(charts_[kDisk], QStringLiteral("disk"), tr("disk tier"));
   addStackedArea(charts_[kBlocks]);
   addLine(charts_[kMoved], QStringLiteral("moved_per_token"), tr("bytes per token"));
@@ -112,7 +112,7 @@ DashboardDock::Chart DashboardDock::makeChart(const QString& title, const QStrin
   c.chart->setTitle(QStringLiteral("%1 (%2)").arg(title, y_title));
   c.y->setTickCount(3);
   c.y->setRange(0, 1);
-  c.y->setLabelFormat(QStringLiteral("%.4g"));
+  c.y->setLabelFormat(QStringLiteral("%.6g"));
   c.chart->addAxis(c.x, Qt::AlignBottom);
   c.chart->addAxis(c.y, Qt::AlignLeft);
   c.view = new QChartView(c.chart, this);  // the view owns the chart
@@ -140,9 +140,10 @@ QLineSeries* DashboardDock::addLine(Chart& c, const QString& key, const QString&
     // ones stay readable. Only that series uses it.
     if (!c.y2) {
       c.y2 = new QValueAxis;
-      c.y2->setTitleText(tr("available (MiB)"));
       c.y2->setRange(0, 1);
       c.y2->setLabelFormat(QStringLiteral("%.0f"));
+      c.y2->setTickCount(3);
+      c.y2->setLabelsFont(c.y->labelsFont());
       c.chart->addAxis(c.y2, Qt::AlignRight);
     }
     s->attachAxis(c.y2);

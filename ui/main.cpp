@@ -8,6 +8,8 @@
 // page is shown; with --screenshot the screenshot then waits for the answer.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -66,6 +68,14 @@ int main(int argc, char** argv) {
                  "QT_QPA_PLATFORM=offscreen for --screenshot; spillway-cli needs no display.\n");
     return 1;
   }
+  // The offscreen platform warns on every dock layout ("does not support propagateSizeHints()");
+  // those lines say nothing to a user and bury the ones that do.
+  static QtMessageHandler previous = nullptr;
+  previous =
+      qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
+        if (msg.contains(QLatin1String("propagateSizeHints"))) return;
+        if (previous != nullptr) previous(type, ctx, msg);
+      });
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("Spillway"));
   QApplication::setApplicationDisplayName(QStringLiteral("Spillway"));
@@ -163,9 +173,31 @@ int main(int argc, char** argv) {
   const QString question = parser.value(ask_opt);
   const QString out = parser.value(screenshot_opt);
   const bool want_page = !files.isEmpty();
-  // Takes the screenshot (when asked for) `delay_ms` after now, then exits.
-  const auto shoot = [&window, out, delay_ms, want_page](bool page_shown) {
-    QTimer::singleShot(delay_ms, &window, [&window, out, want_page, page_shown] {
+  if (screenshot) {
+    // Nobody can answer a password dialog in a screenshot run: an encrypted file is skipped.
+    window.setPasswordProvider([](const QString& file, bool) -> std::optional<QString> {
+      std::fprintf(stderr,
+                   "spillway: %s is encrypted; skipped (no password prompt with --screenshot)\n",
+                   qPrintable(file));
+      return std::nullopt;
+    });
+  }
+  // A screenshot run that gets nothing on screen ends with an error instead of hanging (stopped
+  // once a question is asked: an answer may take long).
+  auto* watchdog = new QTimer(&window);
+  watchdog->setSingleShot(true);
+  QObject::connect(watchdog, &QTimer::timeout, &window, [] {
+    std::fprintf(stderr, "spillway: nothing to show within %d s; no screenshot taken\n",
+                 kScreenshotWatchdogMs / 1000);
+    QApplication::exit(1);
+  });
+  if (screenshot) watchdog->start(kScreenshotWatchdogMs);
+
+  // Takes the screenshot (when asked for) `delay_ms` after now, then exits with `rc` (1 also
+  // when files were given and none could be shown).
+  const auto shoot = [&window, out, delay_ms, want_page, watchdog](bool page_shown, int rc) {
+    watchdog->stop();
+    QTimer::singleShot(delay_ms, &window, [&window, out, want_page, page_shown, rc] {
       const QPixmap shot = window.grab();
       if (shot.isNull() || !shot.save(out, "PNG")) {
         std::fprintf(stderr, "spillway: could not write the screenshot to %s\n", qPrintable(out));
@@ -181,15 +213,48 @@ int main(int argc, char** argv) {
         QApplication::exit(1);
         return;
       }
-      QApplication::exit(0);
+      QApplication::exit(rc);
     });
   };
   if (!question.isEmpty()) {
-    // Ask once the first page is on screen; with --screenshot, shoot when the answer is done.
-    QObject::connect(
-        &window, &spw::ui::MainWindow::readyForScreenshot, &window,
-        [&controller, question](bool) { controller.chat()->askQuestion(question); },
-        Qt::SingleShotConnection);
+    // The question goes to the first document once its page is on screen AND the model is
+    // loaded; a model that fails (or none chosen) ends a screenshot run with the error shown.
+    struct AskState {
+      bool page = false, page_shown = false, asked = false;
+      int model = 0;  // 0: loading, 1: loaded, -1: none or failed
+    };
+    auto state = std::make_shared<AskState>();
+    if (!controller.modelRequested()) state->model = -1;
+    const auto proceed = [state, &controller, question, shoot, screenshot, watchdog] {
+      if (!state->page || state->model == 0 || state->asked) return;
+      state->asked = true;
+      if (state->model < 0 || !state->page_shown) {
+        if (state->model < 0)
+          std::fprintf(stderr, "spillway: --ask: no model to answer with (see the chat)\n");
+        if (screenshot) shoot(state->page_shown, 1);
+        return;
+      }
+      watchdog->stop();
+      controller.chat()->askQuestion(question);
+    };
+    QObject::connect(&window, &spw::ui::MainWindow::readyForScreenshot, &window,
+                     [state, proceed](bool page_shown) {
+                       state->page = true;
+                       state->page_shown = page_shown;
+                       proceed();
+                     });
+    QObject::connect(controller.worker(), &spw::app::EngineWorker::modelLoaded, &window,
+                     [state, proceed](const spw::app::ModelLoadedInfo&) {
+                       state->model = 1;
+                       proceed();
+                     });
+    QObject::connect(controller.worker(), &spw::app::EngineWorker::modelFailed, &window,
+                     [state, proceed](const QString& message) {
+                       std::fprintf(stderr, "spillway: the model did not load: %s\n",
+                                    qPrintable(message));
+                       state->model = -1;
+                       proceed();
+                     });
     // A document longer than the context: answer over parts (the chat's "Use map-reduce").
     QObject::connect(
         controller.worker(), &spw::app::EngineWorker::planReady, &window,
@@ -206,24 +271,18 @@ int main(int argc, char** argv) {
     if (screenshot) {
       QObject::connect(
           controller.worker(), &spw::app::EngineWorker::answerFinished, &window,
-          [shoot](const spw::app::AnswerResult&) { shoot(true); }, Qt::SingleShotConnection);
+          [shoot](const spw::app::AnswerResult&) { shoot(true, 0); }, Qt::SingleShotConnection);
       QObject::connect(
           controller.worker(), &spw::app::EngineWorker::answerFailed, &window,
           [shoot](const QString& message) {
             std::fprintf(stderr, "spillway: the answer failed: %s\n", qPrintable(message));
-            shoot(true);
+            shoot(true, 1);
           },
           Qt::SingleShotConnection);
     }
   } else if (screenshot) {
-    QObject::connect(&window, &spw::ui::MainWindow::readyForScreenshot, &window, shoot);
-  }
-  if (screenshot) {
-    QTimer::singleShot(kScreenshotWatchdogMs, &window, [] {
-      std::fprintf(stderr, "spillway: nothing to show within %d s; no screenshot taken\n",
-                   kScreenshotWatchdogMs / 1000);
-      QApplication::exit(1);
-    });
+    QObject::connect(&window, &spw::ui::MainWindow::readyForScreenshot, &window,
+                     [shoot](bool page_shown) { shoot(page_shown, 0); });
   }
   return QApplication::exec();
 }
