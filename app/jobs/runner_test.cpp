@@ -54,7 +54,10 @@ struct Fixture {
   }
   std::vector<DocState> states(int64_t job) {
     std::vector<DocState> out;
-    for (const JobDocument& d : *store->documents(job)) out.push_back(d.state);
+    auto docs = store->documents(job);  // named: a range-for over *temporary would dangle
+    EXPECT_TRUE(docs.ok());
+    if (!docs) return out;
+    for (const JobDocument& d : *docs) out.push_back(d.state);
     return out;
   }
   int64_t count(const std::string& sql) {
