@@ -11,19 +11,11 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "ui/icons.h"
+
 namespace spw::ui {
 
 namespace {
-
-// A theme icon by its freedesktop name, the flat "-symbolic" variant first (the full-colour
-// one of some themes is a legacy bitmap), else the style's standard icon.
-QIcon themed(const char* name, QStyle::StandardPixmap fallback, const QStyle* style) {
-  const QString n = QString::fromLatin1(name);
-  const QString symbolic = n + QStringLiteral("-symbolic");
-  if (QIcon::hasThemeIcon(symbolic)) return QIcon::fromTheme(symbolic);
-  if (QIcon::hasThemeIcon(n)) return QIcon::fromTheme(n);
-  return style->standardIcon(fallback);
-}
 
 constexpr int kAddedRowLingerMs = 4000;
 

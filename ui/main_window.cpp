@@ -23,6 +23,7 @@
 
 #include "app/store/library.h"
 #include "app/worker/ingest_worker.h"
+#include "ui/icons.h"
 #include "ui/ingest_progress.h"
 #include "ui/library_panel.h"
 #include "ui/page_viewer.h"
@@ -36,16 +37,6 @@ constexpr int kStatusTextWidth = 340;
 }  // namespace
 
 namespace {
-
-// A theme icon by its freedesktop name, the flat "-symbolic" variant first (the full-colour
-// one of some themes is a legacy bitmap), else the style's standard icon.
-QIcon themed(const char* name, QStyle::StandardPixmap fallback, const QStyle* style) {
-  const QString n = QString::fromLatin1(name);
-  const QString symbolic = n + QStringLiteral("-symbolic");
-  if (QIcon::hasThemeIcon(symbolic)) return QIcon::fromTheme(symbolic);
-  if (QIcon::hasThemeIcon(n)) return QIcon::fromTheme(n);
-  return style->standardIcon(fallback);
-}
 
 constexpr const char* kSampleFileName = "spillway-sample-contract.pdf";
 

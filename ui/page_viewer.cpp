@@ -29,6 +29,8 @@
 
 #include <poppler-qt6.h>
 
+#include "ui/icons.h"
+
 namespace spw::ui {
 
 namespace {
@@ -40,16 +42,6 @@ constexpr double kZoomStep = 1.2;
 constexpr int kMaxHighlightRects = 400;
 const QColor kHighlight(255, 214, 0, 110);  // translucent yellow
 const QColor kHighlightEdge(230, 160, 0, 200);
-
-// A theme icon by its freedesktop name, the flat "-symbolic" variant first (the full-colour
-// one of some themes is a legacy bitmap), else the style's standard icon.
-QIcon themed(const char* name, QStyle::StandardPixmap fallback, const QStyle* style) {
-  const QString n = QString::fromLatin1(name);
-  const QString symbolic = n + QStringLiteral("-symbolic");
-  if (QIcon::hasThemeIcon(symbolic)) return QIcon::fromTheme(symbolic);
-  if (QIcon::hasThemeIcon(n)) return QIcon::fromTheme(n);
-  return style->standardIcon(fallback);
-}
 
 // The words of a highlight request, without quotes and punctuation at the ends.
 QStringList words(const QString& text) {

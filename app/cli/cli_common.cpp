@@ -2,34 +2,13 @@
 
 #include <thread>
 
+#include "engine/tokenizer/unicode.h"
+
 namespace spw::cli {
-
-namespace {
-
-// Length of the longest prefix that does not end inside a UTF-8 sequence that could still
-// be completed by more bytes.
-size_t complete_prefix(const std::string& s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 3 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    size_t need = 1;
-    if ((c & 0xE0) == 0xC0)
-      need = 2;
-    else if ((c & 0xF0) == 0xE0)
-      need = 3;
-    else if ((c & 0xF8) == 0xF0)
-      need = 4;
-    return need > back ? n - back : n;
-  }
-  return n;
-}
-
-}  // namespace
 
 void Utf8Streamer::write(const std::string& bytes) {
   pending_ += bytes;
-  size_t cut = complete_prefix(pending_);
+  size_t cut = unicode::complete_utf8_prefix(pending_);
   if (cut > 0) {
     std::fwrite(pending_.data(), 1, cut, out_);
     std::fflush(out_);

@@ -184,23 +184,6 @@ Expected<std::unique_ptr<Generator>> make_local_generator(const JobRecord& job,
 
 namespace {
 
-DocumentText document_text_of(const DocumentRecord& d, std::vector<PageRecord> pages) {
-  DocumentText doc;
-  doc.id = d.id;
-  doc.title = d.title;
-  for (PageRecord& p : pages) {
-    PageText t;
-    t.page_no = p.page_no;
-    t.text = std::move(p.text);
-    t.scanned = p.scanned;
-    t.ocr = p.ocr;
-    t.undecodable = p.undecodable;
-    t.boilerplate = std::move(p.boilerplate);
-    doc.pages.push_back(std::move(t));
-  }
-  return doc;
-}
-
 class RemoteGenerator final : public Generator {
  public:
   RemoteGenerator(remote::OpenAIClient client, std::unique_ptr<Library> lib, bool plain)
@@ -229,7 +212,7 @@ class RemoteGenerator final : public Generator {
       out.transient = jobs_db::is_busy_message(out.error);
       return out;
     }
-    const DocumentText doc = document_text_of(*rec, std::move(*pages));
+    const DocumentText doc = document_text(*rec, std::move(*pages));
     PageRange all;
     all.page_end = doc.pages.size();
     std::vector<ChatMessage> messages(2);

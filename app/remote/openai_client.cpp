@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/serve/http.h"
+#include "app/serve/openai_json.h"
 
 namespace spw::app::remote {
 
@@ -22,17 +23,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxErrorBody = 1 << 20;  // bytes of an error response kept for its message
-
-const char* wire_role(ChatRole r) {
-  switch (r) {
-    case ChatRole::System:
-      return "system";
-    case ChatRole::Assistant:
-      return "assistant";
-    default:
-      return "user";
-  }
-}
 
 void set_timeout(double s, const std::function<void(time_t, time_t)>& set) {
   s = std::max(s, 0.001);
@@ -262,7 +252,7 @@ RemoteResult OpenAIClient::chat(const std::vector<ChatMessage>& messages, const 
   json j;
   json msgs = json::array();
   for (const ChatMessage& m : messages) {
-    msgs.push_back({{"role", wire_role(m.role)}, {"content", m.content}});
+    msgs.push_back({{"role", serve::role_name(m.role)}, {"content", m.content}});
   }
   j["messages"] = std::move(msgs);
   put_settings(j, opt_, c);

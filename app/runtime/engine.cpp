@@ -15,6 +15,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/limits.h"
 #include "engine/kv/snapshot.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace spw::app {
 
@@ -26,25 +27,6 @@ using Clock = std::chrono::steady_clock;
 int hardware_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
-}
-
-// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence that more
-// bytes could still complete.
-size_t complete_utf8_prefix(const std::string& s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 3 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;
-    size_t need = 1;
-    if ((c & 0xE0) == 0xC0)
-      need = 2;
-    else if ((c & 0xF0) == 0xE0)
-      need = 3;
-    else if ((c & 0xF8) == 0xF0)
-      need = 4;
-    return need > back ? n - back : n;
-  }
-  return n;
 }
 
 Expected<KvPaging> paging_of(const EngineSettings& s) {
@@ -354,7 +336,7 @@ class StopFilter {
         }
       }
     }
-    flush_to(std::min(text_.size() - hold, complete_utf8_prefix(text_)));
+    flush_to(std::min(text_.size() - hold, unicode::complete_utf8_prefix(text_)));
     return false;
   }
   void finish() { flush_to(text_.size()); }

@@ -13,30 +13,13 @@
 #include "app/runtime/engine.h"
 #include "app/store/library.h"
 #include "engine/session/device.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace spw::app {
 
 namespace {
 
 QString qs(const std::string& s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
-
-// Length of the longest prefix of `s` that does not end inside an unfinished UTF-8 sequence.
-size_t complete_utf8_prefix(const std::string& s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 3 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;
-    size_t need = 1;
-    if ((c & 0xE0) == 0xC0)
-      need = 2;
-    else if ((c & 0xF0) == 0xE0)
-      need = 3;
-    else if ((c & 0xF8) == 0xF0)
-      need = 4;
-    return need > back ? n - back : n;
-  }
-  return n;
-}
 
 // UTF-16 offset in QString::fromUtf8(s) of byte offset `byte` of `s`.
 int utf16_offset(const std::string& s, int64_t byte) {
@@ -287,7 +270,7 @@ struct EngineWorker::Core final : QObject {
     cb.piece = [&](const std::string& p) {
       answer += p;
       pending += p;
-      const size_t k = complete_utf8_prefix(pending);
+      const size_t k = unicode::complete_utf8_prefix(pending);
       if (k > 0) {
         QString text = qs(pending.substr(0, k));
         pending.erase(0, k);

@@ -21,16 +21,7 @@ namespace {
 
 GgmlType ggml_kv_type(const std::string& text) {
   auto t = parse_kv_type(text);
-  if (!t) return GgmlType::F16;
-  switch (*t) {
-    case KvType::F32:
-      return GgmlType::F32;
-    case KvType::Q8_0:
-      return GgmlType::Q8_0;
-    case KvType::F16:
-      break;
-  }
-  return GgmlType::F16;
+  return kv_ggml_type(t ? *t : KvType::F16);
 }
 
 PlanTierSummary tier(const kv::TierPlan& t) { return {t.blocks, t.tokens, t.bytes}; }

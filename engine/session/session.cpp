@@ -1,5 +1,7 @@
 #include "engine/session/session.h"
 
+#include "engine/kv/kv_cache.h"
+
 namespace spw {
 
 Expected<KvType> parse_kv_type(std::string_view s) {
@@ -22,6 +24,18 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
                       n_ctx, n_past, n_tokens);
   }
   return Status::Ok();
+}
+
+void set_kv_usage(SessionUsage& u, const kv::KvStats& kv) {
+  u.window_blocks = kv.window_blocks;
+  u.host_blocks = kv.host_blocks;
+  u.disk_blocks = kv.disk_blocks;
+  u.window_bytes = kv.window_bytes;
+  u.host_bytes = kv.host_bytes;
+  u.disk_bytes = kv.disk_bytes;
+  u.window_to_host_bytes = kv.window_to_host_bytes;
+  u.window_to_disk_bytes = kv.window_to_disk_bytes;
+  u.cold_to_window_bytes = kv.cold_to_window_bytes;
 }
 
 SessionUsage Session::usage() const {

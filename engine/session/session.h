@@ -13,6 +13,10 @@
 
 namespace spw {
 
+namespace kv {
+struct KvStats;
+}
+
 /// Element type of the KV cache. f32 is exact (for comparisons), f16 is the default
 /// (as llama.cpp), values are rounded to f16 when written. q8_0 stores each head's row as
 /// ggml Q8_0 blocks (32 int8 and one f16 scale: 8.5 bits per value), so it needs head_dim
@@ -65,6 +69,9 @@ struct SessionUsage {
   int64_t vram_weights = 0, vram_window = 0, vram_scratch = 0;
   int64_t pcie_bytes = 0;
 };
+
+/// Copies the tiered KV cache's blocks, bytes and tier-to-tier traffic into `u`.
+void set_kv_usage(SessionUsage& u, const kv::KvStats& kv);
 
 class Session {
  public:

@@ -36,6 +36,23 @@ const ByteMap& byte_map() {
 
 }  // namespace
 
+size_t complete_utf8_prefix(std::string_view s) {
+  const size_t n = s.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    size_t need = 1;
+    if ((c & 0xE0) == 0xC0)
+      need = 2;
+    else if ((c & 0xF0) == 0xE0)
+      need = 3;
+    else if ((c & 0xF8) == 0xF0)
+      need = 4;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
 size_t valid_utf8_len(std::string_view s, size_t pos) {
   const size_t left = s.size() - pos;
   const auto c0 = static_cast<uint8_t>(s[pos]);

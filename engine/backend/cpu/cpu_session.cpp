@@ -154,15 +154,7 @@ SessionUsage CpuSession::usage() const {
   u.decode_tokens = st.decode_tokens;
   u.prefill_s = st.prefill_s;
   u.decode_s = st.decode_s;
-  u.window_blocks = st.kv.window_blocks;
-  u.host_blocks = st.kv.host_blocks;
-  u.disk_blocks = st.kv.disk_blocks;
-  u.window_bytes = st.kv.window_bytes;
-  u.host_bytes = st.kv.host_bytes;
-  u.disk_bytes = st.kv.disk_bytes;
-  u.window_to_host_bytes = st.kv.window_to_host_bytes;
-  u.window_to_disk_bytes = st.kv.window_to_disk_bytes;
-  u.cold_to_window_bytes = st.kv.cold_to_window_bytes;
+  set_kv_usage(u, st.kv);
   return u;
 }
 
