@@ -269,7 +269,8 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
   note_line(fmt::format(
       "document: {} {}, {} tokens; question: {} tokens; prompt: {} tokens of a {}-token "
       "context",
-      doc.pages.size(), doc.pages.size() == 1 ? "page" : "pages", res.document_tokens, res.question_tokens, res.prompt_tokens, n_ctx));
+      doc.pages.size(), doc.pages.size() == 1 ? "page" : "pages", res.document_tokens,
+      res.question_tokens, res.prompt_tokens, n_ctx));
 
   RunSetup rs{&tokenizer, &params, index, &callbacks};
   const bool fits = res.prompt_tokens + reserve <= n_ctx;

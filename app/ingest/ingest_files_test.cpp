@@ -16,10 +16,10 @@
 namespace spw::app {
 namespace {
 
+using test::on_path;
 using test::PdfDoc;
 using test::PdfPage;
 using test::PdfTextRun;
-using test::on_path;
 
 class IngestFiles : public testing::IngestFixture {
  protected:

@@ -193,8 +193,7 @@ TEST(EngineComplete, ChatUsesTheTemplate) {
   EngineSettings s;
   s.template_name = "chatml";
   auto e = f.engine(s);
-  const std::vector<ChatMessage> msgs = {{ChatRole::System, "be brief"},
-                                         {ChatRole::User, "hello"}};
+  const std::vector<ChatMessage> msgs = {{ChatRole::System, "be brief"}, {ChatRole::User, "hello"}};
   const auto ids = tokenize_chat(e->tokenizer(), ChatFamily::ChatML, msgs, true);
   Completion c;
   c.max_tokens = 6;

@@ -42,11 +42,20 @@ Expected<int64_t> parse_size(std::string_view text) {
     const std::string_view rest = std::string_view(unit).substr(1);
     if (rest != "" && rest != "B" && rest != "IB") return bad();
     switch (p) {
-      case 'K': mult = 1024.0; break;
-      case 'M': mult = 1024.0 * 1024; break;
-      case 'G': mult = 1024.0 * 1024 * 1024; break;
-      case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return bad();
+      case 'K':
+        mult = 1024.0;
+        break;
+      case 'M':
+        mult = 1024.0 * 1024;
+        break;
+      case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        break;
+      case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        return bad();
     }
   }
   const double bytes = std::floor(value * mult);

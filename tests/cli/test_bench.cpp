@@ -171,9 +171,8 @@ TEST(CliBench, PeakRssWithinFileSizePlusKvPlusScratch) {
   const auto file_bytes = static_cast<double>(fs::file_size(model));
   ASSERT_GT(file_bytes, 100e6);
 
-  const Result r =
-      run({"bench", "-m", model.string(), "--json", "-p", "16", "-n", "8", "-r", "1", "-t", "2",
-           "--device", "cpu"});
+  const Result r = run({"bench", "-m", model.string(), "--json", "-p", "16", "-n", "8", "-r", "1",
+                        "-t", "2", "--device", "cpu"});
   fs::remove(model);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = parse_one_object(r.out);

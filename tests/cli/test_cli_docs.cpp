@@ -19,10 +19,10 @@ namespace spw {
 namespace {
 
 namespace fs = std::filesystem;
+using test::on_path;
 using test::PdfDoc;
 using test::PdfPage;
 using test::PdfTextRun;
-using test::on_path;
 
 fs::path tmp_dir() { return cli_test_dir("spillway-cli-docs-test"); }
 
@@ -212,7 +212,11 @@ TEST(CliDocs, SearchReturnsDocumentPageAndHighlightedSnippet) {
   ASSERT_EQ(none.exit_code, 0);
   EXPECT_EQ(test::parse_one_object(none.out)["hits"], nlohmann::json::array());
   // The query is normalised as the page text is: the U+FB01 ligature in "indemni\uFB01cation".
-  const CliResult lig = run(with_data({"docs", "search", "indemni\xEF\xAC\x81" "cation", "--json"}, d));
+  const CliResult lig = run(with_data({"docs", "search",
+                                       "indemni\xEF\xAC\x81"
+                                       "cation",
+                                       "--json"},
+                                      d));
   ASSERT_EQ(lig.exit_code, 0) << lig.err;
   EXPECT_EQ(test::parse_one_object(lig.out)["hits"].size(), 1u) << lig.out;
   // Page numbers are 1 or more, said plainly.

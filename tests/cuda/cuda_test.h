@@ -16,7 +16,7 @@ inline std::string cuda_unusable_reason() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error for later calls
+    cudaGetLastError();                      // clear the sticky error for later calls
     if (e == cudaErrorInsufficientDriver) {  // also what the runtime says when there is none
       return "no usable CUDA device: no NVIDIA driver, or one too old for this CUDA runtime "
              "(cudaErrorInsufficientDriver)";
@@ -28,16 +28,16 @@ inline std::string cuda_unusable_reason() {
 }
 
 /// In a TEST body: GTEST_SKIP() with the reason when no device is usable.
-#define SPW_SKIP_WITHOUT_CUDA()                                   \
-  do {                                                            \
+#define SPW_SKIP_WITHOUT_CUDA()                                          \
+  do {                                                                   \
     const std::string spw_reason_ = ::spw::test::cuda_unusable_reason(); \
-    if (!spw_reason_.empty()) GTEST_SKIP() << spw_reason_;        \
+    if (!spw_reason_.empty()) GTEST_SKIP() << spw_reason_;               \
   } while (0)
 
 /// ASSERT/EXPECT a cudaError_t is cudaSuccess, printing its name.
-#define SPW_ASSERT_CUDA(expr)                                                   \
-  do {                                                                          \
-    const cudaError_t spw_e_ = (expr);                                          \
+#define SPW_ASSERT_CUDA(expr)                                                      \
+  do {                                                                             \
+    const cudaError_t spw_e_ = (expr);                                             \
     ASSERT_EQ(spw_e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(spw_e_); \
   } while (0)
 
@@ -61,8 +61,8 @@ class DeviceBuffer {
   /// Host -> device; false on a CUDA error.
   bool upload(const std::vector<T>& h) {
     if (h.size() != n_) resize(h.size());
-    return h.empty() || cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice) ==
-                            cudaSuccess;
+    return h.empty() ||
+           cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
   }
   /// Device -> host after a cudaDeviceSynchronize; empty vector on a CUDA error.
   std::vector<T> download() const {

@@ -423,8 +423,7 @@ TEST(GgufWriterErrors, NonRegularOutputIsRefusedAndLeftAlone) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const Status st = w.write(fifo);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("not a regular file"), std::string::npos)
-      << st.error().message;
+  EXPECT_NE(st.error().message.find("not a regular file"), std::string::npos) << st.error().message;
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));  // not renamed over
   const Status sd = w.write(dir.path());
   ASSERT_FALSE(sd.ok());

@@ -22,7 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("spillway-test-ref-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("spillway-test-ref-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir / name;
 }
