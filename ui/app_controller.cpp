@@ -31,8 +31,8 @@ QString fromStd(const std::string& s) { return QString::fromStdString(s); }
 // the spill folder in the cache folder.
 QString engineJson(const app::AppSettings& s, const QString& cache_dir) {
   app::EngineSettings e = s.engine;
-  if (e.spill_dir.empty())
-    e.spill_dir = (std::filesystem::path(cache_dir.toStdString()) / "spill").string();
+  if (e.kv.spill_dir.empty())
+    e.kv.spill_dir = (std::filesystem::path(cache_dir.toStdString()) / "spill").string();
   return fromStd(app::engine_settings_to_json(e));
 }
 

@@ -144,29 +144,32 @@ struct SettingsDialog::Impl {
     app::AppSettings s = settings;
     app::EngineSettings& e = s.engine;
     e.n_ctx = n_ctx->value();
-    e.kv_window = kv_window->value();
-    e.kv_sinks = kv_sinks->value();
+    // 0 is the spin box's "auto" (its special value text).
+    (void)app::set_kv_window(
+        e, kv_window->value() == 0 ? std::string("auto") : std::to_string(kv_window->value()));
+    e.kv.n_sinks = kv_sinks->value();
     e.kv_type_k = ss(kv_k->currentData().toString());
     e.kv_type_v = ss(kv_v->currentData().toString());
     e.n_threads = threads->value();
     e.device = ss(device->currentData().toString());
     const QString att = attention->currentData().toString();
-    e.attention = att == QLatin1String("topk") ? "topk:" + std::to_string(topk->value()) : ss(att);
+    (void)app::set_attention(
+        e, att == QLatin1String("topk") ? "topk:" + std::to_string(topk->value()) : ss(att));
     if (auto b = app::parse_budget(ss(host_budget->text()), -1); b.ok())
-      e.host_budget = *b;
+      e.kv.host_budget = *b;
     else if (error && error->isEmpty())
       *error = QStringLiteral("Host RAM budget: ") + qs(b.error().message);
     if (auto b = app::parse_budget(ss(disk_budget->text()), 0); b.ok())
-      e.disk_budget = *b;
+      e.kv.disk_budget = *b;
     else if (error && error->isEmpty())
       *error = QStringLiteral("Disk budget: ") + qs(b.error().message);
     s.data_dir = ss(data_dir->text().trimmed());
     s.cache_dir = ss(cache_dir->text().trimmed());
-    e.spill_dir = ss(spill_dir->text().trimmed());
+    e.kv.spill_dir = ss(spill_dir->text().trimmed());
     // The spill file goes to the cache folder unless a spill folder is set; the engine wants it
     // spelled out when there is a disk tier.
-    if (e.spill_dir.empty() && e.disk_budget > 0)
-      e.spill_dir = !s.cache_dir.empty() ? s.cache_dir : ss(params.default_cache_dir);
+    if (e.kv.spill_dir.empty() && e.kv.disk_budget > 0)
+      e.kv.spill_dir = !s.cache_dir.empty() ? s.cache_dir : ss(params.default_cache_dir);
     s.theme = ss(theme->currentData().toString());
     return s;
   }
@@ -316,8 +319,12 @@ void SettingsDialog::buildEnginePage(QWidget* page) {
   d.n_ctx = spin("contextLength", 0, INT_MAX, tr(" tokens"));
   d.n_ctx->setSingleStep(1024);
   d.n_ctx->setSpecialValueText(tr("the model's trained context"));
-  d.kv_window = spin("kvWindow", 1, INT_MAX, tr(" tokens"));
+  d.kv_window = spin("kvWindow", 0, INT_MAX, tr(" tokens"));
   d.kv_window->setSingleStep(256);
+  d.kv_window->setSpecialValueText(tr("auto"));  // 0: 4096 tokens in RAM, on a GPU what fits
+  d.kv_window->setToolTip(
+      tr("Recent tokens kept in the KV window; auto: 4096 in RAM, on a GPU the whole context "
+         "or as much as fits"));
   d.kv_sinks = spin("kvSinks", 0, INT_MAX, tr(" tokens"));
   const std::initializer_list<std::pair<QString, QString>> kv_types = {
       {tr("f32 (exact, 4 bytes)"), QStringLiteral("f32")},
@@ -414,16 +421,16 @@ void SettingsDialog::loadIntoWidgets() {
   const app::AppSettings& s = d.settings;
   const app::EngineSettings& e = s.engine;
   d.n_ctx->setValue(clamp_int(e.n_ctx));
-  d.kv_window->setValue(clamp_int(e.kv_window));
-  d.kv_sinks->setValue(clamp_int(e.kv_sinks));
+  d.kv_window->setValue(e.kv.window_tokens ? clamp_int(*e.kv.window_tokens) : 0);
+  d.kv_sinks->setValue(clamp_int(e.kv.n_sinks));
   select_data(d.kv_k, qs(e.kv_type_k));
   select_data(d.kv_v, qs(e.kv_type_v));
-  d.host_budget->setText(qs(app::format_budget(e.host_budget, "", false)));
-  d.disk_budget->setText(qs(app::format_budget(e.disk_budget, "", true)));
-  d.spill_dir->setText(qs(e.spill_dir));
+  d.host_budget->setText(qs(app::format_budget(e.kv.host_budget, "", false)));
+  d.disk_budget->setText(qs(app::format_budget(e.kv.disk_budget, "", true)));
+  d.spill_dir->setText(qs(e.kv.spill_dir));
   d.threads->setValue(e.n_threads);
   select_data(d.device, qs(e.device));
-  const QString att = qs(e.attention);
+  const QString att = qs(app::attention_text(e));
   if (att.startsWith(QLatin1String("topk:"))) {
     select_data(d.attention, QStringLiteral("topk"));
     d.topk->setValue(att.mid(5).toInt());

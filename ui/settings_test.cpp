@@ -266,16 +266,16 @@ TEST(SettingsDialog, OkEmitsTheSettingsAndTheyRoundTripThroughSqlite) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->engine.model_path, h.good().string());
   EXPECT_EQ(s->engine.n_ctx, 8192);
-  EXPECT_EQ(s->engine.kv_window, 2048);
-  EXPECT_EQ(s->engine.kv_sinks, 16);
+  EXPECT_EQ(s->engine.kv.window_tokens, 2048);
+  EXPECT_EQ(s->engine.kv.n_sinks, 16);
   EXPECT_EQ(s->engine.kv_type_k, "q8_0");
   EXPECT_EQ(s->engine.kv_type_v, "f32");
-  EXPECT_EQ(s->engine.host_budget, int64_t{6} << 30);
-  EXPECT_EQ(s->engine.disk_budget, int64_t{32} << 30);
-  EXPECT_EQ(s->engine.spill_dir, h.dir.path() + "/mycache");  // the cache folder
+  EXPECT_EQ(s->engine.kv.host_budget, int64_t{6} << 30);
+  EXPECT_EQ(s->engine.kv.disk_budget, int64_t{32} << 30);
+  EXPECT_EQ(s->engine.kv.spill_dir, h.dir.path() + "/mycache");  // the cache folder
   EXPECT_EQ(s->engine.n_threads, 3);
   EXPECT_EQ(s->engine.device, "cpu");
-  EXPECT_EQ(s->engine.attention, "topk:12");
+  EXPECT_EQ(app::attention_text(s->engine), "topk:12");
   EXPECT_EQ(s->cache_dir, h.dir.path() + "/mycache");
   EXPECT_EQ(s->theme, "dark");
 

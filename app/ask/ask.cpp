@@ -15,12 +15,13 @@ namespace spw::app {
 
 namespace fs = std::filesystem;
 
-std::string snapshot_kv_config(const SessionParams& params, const KvPaging& paging) {
+std::string snapshot_kv_config(const SessionParams& params, const kv::KvSettings& kv) {
   std::string config = fmt::format("{}/{} block {}", kv_type_name(params.kv_type_k),
-                                   kv_type_name(params.kv_type_v), paging.block_size);
-  if (paging.attention != KvAttention::Exact) {
-    config += fmt::format(" attention {} window {} sinks {}", kv_attention_name(paging),
-                          paging.window_tokens, paging.n_sinks);
+                                   kv_type_name(params.kv_type_v), kv.block_size);
+  if (kv.attention != kv::KvAttention::Exact) {
+    // Snapshots are the CPU session's: its window (auto resolved as it resolves it).
+    config += fmt::format(" attention {} window {} sinks {}", kv::kv_attention_name(kv),
+                          kv::window_tokens(kv, kv::WindowHome::Ram, 0), kv.n_sinks);
   }
   return config;
 }

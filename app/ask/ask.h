@@ -25,6 +25,7 @@
 #include "app/ask/document.h"
 #include "app/ask/prompt.h"
 #include "engine/common/expected.h"
+#include "engine/kv/tier_policy.h"
 #include "engine/sampling/sampler.h"
 #include "engine/session/device.h"
 #include "engine/session/session.h"
@@ -57,7 +58,7 @@ class SnapshotIndex {
 /// The KV settings a snapshot depends on, as text: "f16/f16 block 256", plus the attention
 /// mode, window and sinks when the attention is approximate (it changes the KV a prefill
 /// computes).
-std::string snapshot_kv_config(const SessionParams& params, const KvPaging& paging);
+std::string snapshot_kv_config(const SessionParams& params, const kv::KvSettings& kv);
 
 /// SnapshotKey::prefix_hash of `ids` under `kv_config`.
 uint64_t prefix_hash(const std::string& kv_config, const std::vector<int32_t>& ids);

@@ -88,7 +88,7 @@ class AskDocument : public ::testing::Test {
     params_.sampling.temp = 0;
     params_.snapshot_dir = (dir_.path() / "snapshots").string();
     params_.model_fingerprint = kv::model_fingerprint(*model_);
-    params_.kv_config = snapshot_kv_config(sp_, KvPaging{});
+    params_.kv_config = snapshot_kv_config(sp_, kv::KvSettings{});
     params_.question = "Who is Lily?";
     sp_.n_threads = 1;
   }
@@ -152,7 +152,7 @@ TEST_F(AskDocument, SecondAskReusesTheSavedKv) {
 
   // Other KV settings are another key: no reuse of an f16 snapshot by an f32 session.
   sp_.kv_type_k = KvType::F32;
-  params_.kv_config = snapshot_kv_config(sp_, KvPaging{});
+  params_.kv_config = snapshot_kv_config(sp_, kv::KvSettings{});
   auto f32 = ask(doc);
   ASSERT_TRUE(f32) << f32.error().message;
   EXPECT_FALSE(f32->reused_snapshot);

@@ -160,8 +160,8 @@ int run_ask(const AskArgs& a) {
     if (auto f = parse_chat_family(a.template_name); !f)
       return ask_fail(make_error("--template: {}", f.error().message));
   }
-  auto paging = make_paging(a.kv);
-  if (!paging) return ask_fail(paging.error());
+  auto kv_settings = make_kv_settings(a.kv);
+  if (!kv_settings) return ask_fail(kv_settings.error());
 
   auto loaded = load_model(a.model);
   if (!loaded) return ask_fail(loaded.error());
@@ -196,7 +196,7 @@ int run_ask(const AskArgs& a) {
   BackendOptions opts;
   opts.device = *device;
   opts.n_ubatch = a.kv.n_ubatch;
-  opts.paging = *paging;
+  opts.kv = *kv_settings;
   bool snapshots = !a.no_snapshot;
   // Saved KV needs the CPU session's paged cache: auto picks it, as generate does for --save-kv.
   if (snapshots && *device == DeviceKind::Auto) {
@@ -221,9 +221,9 @@ int run_ask(const AskArgs& a) {
       backend = c->backend;
       if (!c->note.empty()) std::fprintf(stderr, "note: %s\n", c->note.c_str());
       auto* cpu = dynamic_cast<cpu::CpuSession*>(c->session.get());
-      if (cpu && cpu->paging().attention != KvAttention::Exact) {
+      if (cpu && cpu->kv_settings().attention != kv::KvAttention::Exact) {
         std::fprintf(stderr, "note: attention %s: an approximation of exact attention\n",
-                     kv_attention_name(cpu->paging(), true).c_str());
+                     kv::kv_attention_name(cpu->kv_settings(), true).c_str());
       }
       noted = true;
     }
@@ -238,7 +238,7 @@ int run_ask(const AskArgs& a) {
   ap.use_snapshots = snapshots;
   ap.snapshot_dir = (paths->cache_dir / "snapshots").string();
   ap.model_fingerprint = kv::model_fingerprint(model);
-  ap.kv_config = app::snapshot_kv_config(sp, *paging);
+  ap.kv_config = app::snapshot_kv_config(sp, *kv_settings);
   ap.family = choice->family;
 
   Utf8Streamer answer_out(a.json ? stderr : stdout);

@@ -128,8 +128,9 @@ int64_t peak_rss_bytes() {
 
 struct Measurement {
   Rate pp, tg;
-  int64_t kv_bytes = 0;  // the most any session held
-  kv::KvStats tiers;     // the paged cache's tiers after the last tg repeat
+  int64_t kv_bytes = 0;   // the most any session held
+  kv::KvStats tiers;      // the paged cache's tiers after the last tg repeat
+  int64_t kv_window = 0;  // the window as applied (auto resolved); 0 for --reference
   DeviceKind device = DeviceKind::Cpu;
   std::string backend;
   // CUDA, the last tg repeat: bytes crossing PCIe per generated token (queries down, the CPU's
@@ -198,11 +199,13 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     tg.push_back(a.n_gen / seconds_since(t0));
     m.kv_bytes = std::max(m.kv_bytes, kv_bytes_of(*s, c));
     if (s->fast != nullptr && s->fast->flush_kv().ok()) m.tiers = s->fast->stats().kv;
+    if (s->fast != nullptr) m.kv_window = s->fast->cache().layout().window_tokens;
 #if defined(SPILLWAY_HAVE_CUDA)
     if (s->gpu != nullptr) {
       const cuda::CudaSessionStats st = s->gpu->stats();
       m.cuda = true;
       m.tiers = st.kv;
+      m.kv_window = s->gpu->memory_plan().window_tokens;
       m.vram_planned = s->gpu->memory_plan().total();
       if (auto d = cuda::query_device(probe_cuda().index); d && free_before > 0)
         m.vram_used = free_before - d->free_bytes;
@@ -225,76 +228,10 @@ std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 104857
 
 }  // namespace
 
-void add_kv_options(CLI::App& sub, KvArgs& a) {
-  sub.add_option("--kv-block", a.kv_block, "KV cache block size in tokens")->capture_default_str();
-  sub.add_option("--kv-window", a.kv_window,
-                 "Recent tokens kept in the KV window (GPU with CUDA, else RAM)")
-      ->capture_default_str();
-  sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
-      ->capture_default_str();
-  sub.add_option("--host-budget", a.host_budget,
-                 "RAM for KV blocks that left the window, e.g. 8G (default: no limit)");
-  sub.add_option("--disk-budget", a.disk_budget,
-                 "Disk for KV blocks past the host budget, e.g. 100G (0: no disk tier)")
-      ->capture_default_str();
-  sub.add_option("--spill-dir", a.spill_dir,
-                 "Folder of the disk tier's spill file (default: the cache folder)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            return v.empty() ? std::string("an empty folder name") : std::string();
-          },
-          "DIR"));
-  sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step")->capture_default_str();
-  sub.add_option("--attention", a.attention,
-                 "KV attention: exact | streaming | topk:K (the last two approximate)")
-      ->capture_default_str();
-}
-
 void add_depth_option(CLI::App& sub, int& depth) {
   sub.add_option("-d,--depth", depth,
                  "Context depth of the tg test: tokens prefilled, untimed, before each repeat")
       ->capture_default_str();
-}
-
-Expected<KvPaging> make_paging(const KvArgs& a) {
-  KvPaging p;
-  if (a.kv_block < 1)
-    return make_error("--kv-block {}: a block holds at least 1 token", a.kv_block);
-  if (a.kv_window < 1)
-    return make_error("--kv-window {}: the window holds at least 1 token", a.kv_window);
-  if (a.kv_sinks < 0) return make_error("--kv-sinks {} must not be negative", a.kv_sinks);
-  if (a.n_ubatch < 1) return make_error("--ubatch {}: at least 1 token per step", a.n_ubatch);
-  p.block_size = a.kv_block;
-  p.window_tokens = a.kv_window;
-  p.n_sinks = a.kv_sinks;
-  if (!a.host_budget.empty()) {
-    auto v = parse_size(a.host_budget);
-    if (!v) return make_error("--host-budget: {}", v.error().message);
-    p.host_budget = *v;
-  }
-  auto disk = parse_size(a.disk_budget);
-  if (!disk) return make_error("--disk-budget: {}", disk.error().message);
-  p.disk_budget = *disk;
-  if (auto st = parse_kv_attention(a.attention, p); !st)
-    return make_error("--attention: {}", st.error().message);
-
-  p.spill_dir = a.spill_dir.empty() ? a.default_spill_dir : a.spill_dir;
-  if (p.spill_dir.empty()) {
-    if (p.disk_budget > 0)
-      return Error{"--disk-budget needs a folder for the spill file: pass --spill-dir DIR"};
-    return p;
-  }
-  if (p.disk_budget > 0) {
-    // The folder's own error (read-only file system, permission) says more than the cache's
-    // later "cannot create the spill file ...: No such file or directory".
-    std::error_code ec;
-    std::filesystem::create_directories(p.spill_dir, ec);
-    if (ec) {
-      return make_error("cannot create the spill folder {}: {}", p.spill_dir, ec.message());
-    }
-  }
-  kv::remove_stale_spill_files(p.spill_dir);  // leftovers of a crashed run
-  return p;
 }
 
 int run_bench(const BenchArgs& a) {
@@ -312,16 +249,16 @@ int run_bench(const BenchArgs& a) {
         "cuda"});
   }
 
-  auto paging = make_paging(a.kv);
-  if (!paging) return fail(paging.error());
-  if (a.reference && !paging->is_default()) {
+  auto kv_settings = make_kv_settings(a.kv);
+  if (!kv_settings) return fail(kv_settings.error());
+  if (a.reference && kv_settings_given(*kv_settings)) {
     return fail(Error{
         "--reference keeps a contiguous KV cache; the paged KV options (--kv-*, --host-budget, "
         "--disk-budget, --attention) need the fast CPU session"});
   }
   BackendOptions kv;
   kv.n_ubatch = a.kv.n_ubatch;
-  kv.paging = *paging;
+  kv.kv = *kv_settings;
 
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.error());
@@ -395,10 +332,10 @@ int run_bench(const BenchArgs& a) {
     j["peak_rss_bytes"] = peak_rss;
     j["model_bytes"] = model_bytes;
     j["kv_bytes"] = m->kv_bytes;
-    j["attention"] = kv_attention_name(kv.paging);
-    j["kv_block"] = kv.paging.block_size;
-    j["kv_window"] = kv.paging.window_tokens;
-    j["kv_sinks"] = kv.paging.n_sinks;
+    j["attention"] = kv::kv_attention_name(kv.kv);
+    j["kv_block"] = kv.kv.block_size;
+    j["kv_window"] = m->kv_window;
+    j["kv_sinks"] = kv.kv.n_sinks;
     j["window_blocks"] = m->tiers.window_blocks;
     j["host_blocks"] = m->tiers.host_blocks;
     j["disk_blocks"] = m->tiers.disk_blocks;
@@ -420,8 +357,8 @@ int run_bench(const BenchArgs& a) {
   fmt::print(
       "KV         attention {}, block {}, window {} + {} sinks; after tg: {} window, {} "
       "host, {} disk blocks\n",
-      kv_attention_name(kv.paging, true), kv.paging.block_size, kv.paging.window_tokens,
-      kv.paging.n_sinks, m->tiers.window_blocks, m->tiers.host_blocks, m->tiers.disk_blocks);
+      kv::kv_attention_name(kv.kv, true), kv.kv.block_size, m->kv_window, kv.kv.n_sinks,
+      m->tiers.window_blocks, m->tiers.host_blocks, m->tiers.disk_blocks);
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
   fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10}\n", fmt::format("pp{}", a.n_prompt),
              m->pp.median, m->pp.min, m->pp.max, "");

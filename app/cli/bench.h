@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "app/cli/kv_options.h"
 #include "engine/common/expected.h"
 #include "engine/session/device.h"
 
@@ -25,32 +26,8 @@ class App;
 
 namespace spw::cli {
 
-/// The tiered KV cache's flags, shared by generate and bench (../shared/DESIGN.md §4).
-struct KvArgs {
-  int64_t kv_block = 256;           // --kv-block: tokens per block
-  int64_t kv_window = 4096;         // --kv-window: recent tokens kept in the window
-  int64_t kv_sinks = 4;             // --kv-sinks: attention-sink tokens kept in the window
-  std::string host_budget;          // --host-budget SIZE; empty: no limit
-  std::string disk_budget = "0";    // --disk-budget SIZE; 0: no disk tier
-  std::string spill_dir;            // --spill-dir; empty: default_spill_dir
-  int64_t n_ubatch = 512;           // --ubatch: tokens per prefill step
-  std::string attention = "exact";  // --attention exact | streaming | topk:K
-  /// The spill folder without --spill-dir: the app cache folder, filled in by spillway-cli;
-  /// empty where there is none (then the disk tier needs --spill-dir).
-  std::string default_spill_dir;
-};
-
-/// Adds --kv-block, --kv-window, --kv-sinks, --host-budget, --disk-budget, --spill-dir,
-/// --ubatch and --attention to a subcommand.
-void add_kv_options(CLI::App& sub, KvArgs& a);
-
 /// Adds -d/--depth (BenchArgs::depth) to a bench command (spillway-cli bench, spillway-bench).
 void add_depth_option(CLI::App& sub, int& depth);
-
-/// The paging settings of the flags: sizes parsed (errors name the flag: "--host-budget: invalid
-/// size '8Q' (...)"), counts checked, the spill folder chosen (created when the disk tier is
-/// used) and cleared of the spill files of processes that no longer run.
-Expected<KvPaging> make_paging(const KvArgs& a);
 
 struct BenchArgs {
   std::string model;
@@ -72,11 +49,12 @@ struct BenchArgs {
 /// longer than the model's context, n_threads negative, an unknown
 /// device, --reference with device cuda, --device cuda without a usable GPU, n_prompt + n_gen
 /// longer than the model's context, a model that does not load, an eval error.
-/// The paged KV cache's flags (KvArgs) configure the fast CPU session of every repeat; the JSON
-/// names them ("attention", "kv_block", "kv_window", "kv_sinks") with the tiers the last tg
-/// repeat ended with ("window_blocks", "host_blocks", "disk_blocks"; 0 off the CPU session).
-/// Progress lines and a device note ("note: CUDA unavailable (...); running on the CPU") go to
-/// stderr; stdout has only the table (or the JSON object).
+/// The tiered KV cache's flags (KvArgs, kv_options.h) configure the fast CPU session of every
+/// repeat; the JSON names them ("attention", "kv_block", "kv_window", "kv_sinks": the window as
+/// applied, auto resolved) with the tiers the last tg repeat ended with ("window_blocks",
+/// "host_blocks", "disk_blocks"; 0 off the CPU session). Progress lines and a device note ("note:
+/// CUDA unavailable (...); running on the CPU") go to stderr; stdout has only the table (or the
+/// JSON object).
 int run_bench(const BenchArgs& a);
 
 }  // namespace spw::cli

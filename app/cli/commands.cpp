@@ -91,12 +91,14 @@ nlohmann::json stats_json(const cpu::CpuSessionStats& st, int64_t step, const ch
   return j;
 }
 
-void print_stats(const cpu::CpuSessionStats& st, const KvPaging& pg, int64_t n_prompt,
+void print_stats(const cpu::CpuSessionStats& st, const cpu::CpuSession& cpu, int64_t n_prompt,
                  int64_t n_generated) {
   const auto ms = [](double s) { return s * 1e3; };
+  const kv::TierLayout& t = cpu.cache().layout();  // the settings as applied
   std::string text;
   text += fmt::format("stats: attention {}, block {} tokens, window {} tokens + {} sinks\n",
-                      kv_attention_name(pg, true), pg.block_size, pg.window_tokens, pg.n_sinks);
+                      kv::kv_attention_name(cpu.kv_settings(), true), t.block_size, t.window_tokens,
+                      t.n_sinks);
   text += fmt::format(
       "stats: tokens {} prompt ({} computed), {} generated; prefill {:.1f} t/s, decode {:.1f} "
       "t/s\n",
@@ -313,12 +315,12 @@ int run_generate(const GenerateArgs& a) {
         Error{"--reference runs the float64 oracle on the CPU; it cannot be combined with --device "
               "cuda"});
   }
-  auto paging = make_paging(a.kv);
-  if (!paging) return fail(paging.error());
+  auto kv_settings = make_kv_settings(a.kv);
+  if (!kv_settings) return fail(kv_settings.error());
   // Features of the CPU session's paged KV cache: the reference and CUDA sessions have none.
   const bool wants_cpu_session =
       a.stats || !a.stats_json.empty() || !a.save_kv.empty() || !a.load_kv.empty();
-  if (a.reference && (wants_cpu_session || !paging->is_default())) {
+  if (a.reference && (wants_cpu_session || kv_settings_given(*kv_settings))) {
     return fail(Error{
         "--reference keeps a contiguous KV cache; the paged KV options (--kv-*, --host-budget, "
         "--disk-budget, --attention, --stats, --stats-json, --save-kv, --load-kv) need the fast "
@@ -366,7 +368,7 @@ int run_generate(const GenerateArgs& a) {
     BackendOptions opts;
     opts.device = *device;
     opts.n_ubatch = a.kv.n_ubatch;
-    opts.paging = *paging;
+    opts.kv = *kv_settings;
     if (wants_cpu_session && *device == DeviceKind::Auto) {
       opts.device = DeviceKind::Cpu;
       const CudaProbe probe = probe_cuda();
@@ -391,10 +393,10 @@ int run_generate(const GenerateArgs& a) {
     return fail(Error{"--stats, --stats-json, --save-kv and --load-kv need the CPU session"});
   const bool budget_limited =
       cpu != nullptr && cpu->cache().max_tokens() < cpu->cache().config().n_ctx;
-  const std::string attention = cpu ? kv_attention_name(cpu->paging()) : "exact";
-  if (cpu && cpu->paging().attention != KvAttention::Exact) {
+  const std::string attention = cpu ? kv::kv_attention_name(cpu->kv_settings()) : "exact";
+  if (cpu && cpu->kv_settings().attention != kv::KvAttention::Exact) {
     std::fprintf(stderr, "note: attention %s: an approximation of exact attention\n",
-                 kv_attention_name(cpu->paging(), true).c_str());
+                 kv::kv_attention_name(cpu->kv_settings(), true).c_str());
   }
 
   const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
@@ -465,7 +467,7 @@ int run_generate(const GenerateArgs& a) {
     (void)cpu->flush_kv();  // the spills in flight land, so the tiers are final
     if (!a.json) std::fflush(stdout);
     std::fprintf(stderr, "\n");
-    print_stats(cpu->stats(), cpu->paging(), static_cast<int64_t>(prompt.size()),
+    print_stats(cpu->stats(), *cpu, static_cast<int64_t>(prompt.size()),
                 static_cast<int64_t>(generated.size()));
   }
   if (!a.json) {

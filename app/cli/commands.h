@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "app/cli/bench.h"
+#include "app/cli/kv_options.h"
 #include "engine/sampling/sampler.h"
 
 namespace spw::cli {

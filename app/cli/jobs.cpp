@@ -145,8 +145,11 @@ int run_add(const JobsArgs& a) {
   }
 
   // Engine settings, checked now so a typo fails here and not at 2 a.m.
-  auto paging = make_paging(a.kv);
-  if (!paging) return fail(paging.error().message);
+  KvArgs kv_args = a.kv;  // a disk tier without --spill-dir goes to the cache folder
+  if (kv_args.spill_dir.empty() && kv_args.disk_budget != "0")
+    kv_args.default_spill_dir = default_spill_dir(a.data_dir);
+  auto kv_settings = make_kv_settings(kv_args);
+  if (!kv_settings) return fail(kv_settings.error().message);
   app::EngineSettings es;
   es.model_path = spec.model_path;
   es.n_ctx = a.n_ctx;
@@ -155,16 +158,9 @@ int run_add(const JobsArgs& a) {
   es.kv_type_v = a.cache_type_v;
   es.device = a.device;
   es.n_ubatch = a.kv.n_ubatch;
-  es.kv_block = a.kv.kv_block;
-  es.kv_sinks = a.kv.kv_sinks;
-  es.kv_window = a.kv.kv_window;
-  es.host_budget = paging->host_budget;
-  es.disk_budget = paging->disk_budget;
-  es.spill_dir = paging->spill_dir;
-  es.attention = a.kv.attention;
+  es.kv = *kv_settings;
   es.template_name = a.template_name;
   es.use_snapshots = !a.no_snapshot;
-  if (es.disk_budget > 0 && es.spill_dir.empty()) es.spill_dir = default_spill_dir(a.data_dir);
   if (auto st = app::validate(es); !st) return fail(st.error().message);
   spec.engine_json = app::engine_settings_to_json(es);
 

@@ -198,19 +198,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   c_plan->add_option("--vram", plan.vram,
                      "GPU memory for weights + window, e.g. 24G (none: no GPU)");
-  c_plan->add_option("--ram", plan.ram, "RAM for KV (window without a GPU + host tier), e.g. 16G");
-  c_plan->add_option("--disk", plan.disk, "Disk tier budget, e.g. 100G (none: no disk tier)");
   c_plan->add_option("--cache-type-k", plan.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
   c_plan->add_option("--cache-type-v", plan.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
       ->capture_default_str();
-  c_plan->add_option("--kv-window", plan.kv_window, "Recent tokens kept in the window")
-      ->capture_default_str();
-  c_plan->add_option("--kv-block", plan.kv_block, "Tokens per KV block")->capture_default_str();
-  c_plan->add_option("--kv-sinks", plan.kv_sinks, "Attention-sink tokens kept in the window")
-      ->capture_default_str();
-  c_plan->add_option("--spill-dir", plan.spill_dir,
-                     "Folder of the disk tier, for the disk probe (default: the cache folder)");
+  add_kv_layout_options(*c_plan, plan.kv, /*plan_aliases=*/true);
   c_plan->add_flag("--json", plan.json, "One JSON object on stdout");
 
   AskArgs ask;
@@ -323,6 +315,7 @@ int main(int argc, char** argv) {
       }
       if (*c_plan) {
         plan.data_dir = data_dir;
+        plan.kv.default_spill_dir = default_spill_dir(data_dir);
         return run_plan(plan);
       }
     } catch (

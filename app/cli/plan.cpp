@@ -51,9 +51,9 @@ Expected<GgmlType> kv_type_arg(const std::string& text, const char* flag) {
 
 // The folder the disk tier would spill to: --spill-dir, else the cache folder.
 Expected<std::string> spill_folder(const PlanArgs& a) {
-  if (!a.spill_dir.empty()) {
-    if (auto s = app::ensure_writable_dir(a.spill_dir, "spill folder"); !s) return s.error();
-    return a.spill_dir;
+  if (!a.kv.spill_dir.empty()) {
+    if (auto s = app::ensure_writable_dir(a.kv.spill_dir, "spill folder"); !s) return s.error();
+    return a.kv.spill_dir;
   }
   app::PathOverrides o;
   o.data_dir = a.data_dir;
@@ -81,18 +81,13 @@ std::string tier_line(const kv::TierPlan& t) {
 int run_plan(const PlanArgs& a) {
   auto vram = size_arg(a.vram, "--vram");
   if (!vram) return fail(vram.error());
-  auto ram = size_arg(a.ram, "--ram");
-  if (!ram) return fail(ram.error());
-  auto disk = size_arg(a.disk, "--disk");
-  if (!disk) return fail(disk.error());
+  auto kv_settings = make_kv_settings(a.kv);
+  if (!kv_settings) return fail(kv_settings.error());
   auto type_k = kv_type_arg(a.cache_type_k, "--cache-type-k");
   if (!type_k) return fail(type_k.error());
   auto type_v = kv_type_arg(a.cache_type_v, "--cache-type-v");
   if (!type_v) return fail(type_v.error());
   if (a.n_ctx < 0) return fail(make_error("-c {} must not be negative", a.n_ctx));
-  if (a.kv_window < 1) return fail(make_error("--kv-window {}: at least 1 token", a.kv_window));
-  if (a.kv_block < 1) return fail(make_error("--kv-block {}: at least 1 token", a.kv_block));
-  if (a.kv_sinks < 0) return fail(make_error("--kv-sinks {} must not be negative", a.kv_sinks));
 
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.error());
@@ -108,12 +103,9 @@ int run_plan(const PlanArgs& a) {
   in.n_ctx = a.n_ctx > 0 ? a.n_ctx : c.n_ctx_train;
   in.type_k = *type_k;
   in.type_v = *type_v;
-  in.block_size = a.kv_block;
-  in.n_sinks = a.kv_sinks;
-  in.window_tokens = a.kv_window;
+  in.kv = *kv_settings;
+  in.ubatch = a.kv.n_ubatch;
   in.vram = *vram;
-  in.ram = *ram;
-  in.disk = *disk;
   // Shape and type errors before the probes spend their second.
   if (auto p = kv::make_plan(in); !p) return fail(p.error());
   if (in.n_ctx > c.n_ctx_train) {
@@ -160,12 +152,13 @@ int run_plan(const PlanArgs& a) {
     j["n_ctx"] = in.n_ctx;
     j["cache_type_k"] = kv::kv_type_label(in.type_k);
     j["cache_type_v"] = kv::kv_type_label(in.type_v);
-    j["kv_block"] = in.block_size;
-    j["kv_window"] = in.window_tokens;
-    j["kv_sinks"] = in.n_sinks;
+    j["kv_block"] = in.kv.block_size;
+    j["kv_window"] = p.window_tokens;  // as planned: auto resolved
+    j["kv_window_setting"] = kv::kv_window_name(in.kv);
+    j["kv_sinks"] = in.kv.n_sinks;
     j["budgets"] = {{"vram", budget_json(in.vram)},
-                    {"ram", budget_json(in.ram)},
-                    {"disk", budget_json(in.disk)}};
+                    {"host_budget", budget_json(in.kv.host_budget)},
+                    {"disk_budget", in.kv.disk_budget}};
     j["device"] = p.gpu ? "gpu" : "cpu";
     j["kv_bytes_per_token"] = p.kv_bytes_per_token;
     j["block_bytes"] = p.block_bytes;
@@ -208,11 +201,12 @@ int run_plan(const PlanArgs& a) {
   fmt::print("context     {} tokens, KV {}/{}: {} bytes per token, {} in all\n", in.n_ctx,
              kv::kv_type_label(in.type_k), kv::kv_type_label(in.type_v), p.kv_bytes_per_token,
              format_size(p.kv_bytes));
-  fmt::print("blocks      {} tokens = {} each, {} blocks; window {} recent + {} sink tokens\n",
-             in.block_size, format_size(p.block_bytes), p.n_blocks, in.window_tokens, in.n_sinks);
-  fmt::print("budgets     vram {}, ram {}, disk {}\n",
-             in.vram > 0 ? format_size(in.vram) : "none (no GPU)", budget_text(in.ram),
-             in.disk >= 0 ? format_size(in.disk) : "none (no disk tier)");
+  fmt::print("blocks      {} tokens = {} each, {} blocks; window {} recent{} + {} sink tokens\n",
+             p.block_size, format_size(p.block_bytes), p.n_blocks, p.window_tokens,
+             in.kv.window_tokens ? "" : " (auto)", std::min(in.kv.n_sinks, in.n_ctx));
+  fmt::print("budgets     vram {}, host {}, disk {}\n",
+             in.vram > 0 ? format_size(in.vram) : "none (no GPU)", budget_text(in.kv.host_budget),
+             in.kv.disk_budget > 0 ? format_size(in.kv.disk_budget) : "none (no disk tier)");
   fmt::print("\nwindow ({}) {}\n", p.gpu ? "GPU" : "RAM", tier_line(p.window));
   fmt::print("host   (RAM) {}\n", tier_line(p.host));
   fmt::print("disk  (disk) {}\n", tier_line(p.disk));

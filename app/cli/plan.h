@@ -2,9 +2,13 @@
 // budgets and what would if it does not, and the prefill and decode times that bandwidths
 // measured at that moment predict (engine/kv/planner.h). Needs no GPU and no budgets.
 //
-//   spillway-cli plan -m MODEL -c CTX [--vram SIZE] [--ram SIZE] [--disk SIZE]
-//                     [--cache-type-k T] [--cache-type-v T] [--kv-window N] [--kv-block N]
+//   spillway-cli plan -m MODEL -c CTX [--vram SIZE] [--host-budget SIZE] [--disk-budget SIZE]
+//                     [--cache-type-k T] [--cache-type-v T] [--kv-window N|auto] [--kv-block N]
 //                     [--kv-sinks N] [--spill-dir DIR] [--json]
+//
+// The KV flags are generate's (kv_options.h) and mean what they mean there, so plan and generate
+// agree to the token on what fits; --ram and --disk are the deprecated spellings of
+// --host-budget and --disk-budget.
 //
 // Probes: RAM read bandwidth (all cores, 256 MiB, best of 3) and the disk of the spill folder
 // (--spill-dir, else the cache folder): a 64 MiB file written, fsync'd, dropped from the page
@@ -15,24 +19,19 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/kv/kv_cache.h"
+#include "app/cli/kv_options.h"
 
 namespace spw::cli {
 
 struct PlanArgs {
   std::string model;
   int64_t n_ctx = 0;  // -c; 0: the model's trained context
-  std::string vram;   // sizes as typed (engine/common/size.h); empty: not given
-  std::string ram;
-  std::string disk;
+  std::string vram;   // a size as typed (engine/common/size.h); empty: not given (no GPU)
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
-  int64_t kv_window = kv::KvCacheConfig{}.window_tokens;  // the defaults of generate
-  int64_t kv_block = kv::KvCacheConfig{}.block_size;
-  int64_t kv_sinks = kv::KvCacheConfig{}.n_sinks;
-  std::string spill_dir;  // the disk probe's folder; empty: the cache folder
-  std::string data_dir;   // the global --data-dir (where the cache folder is)
-  bool json = false;      // stdout is exactly one JSON object
+  KvArgs kv;             // generate's: block, window, sinks, budgets, spill folder (the probe's)
+  std::string data_dir;  // the global --data-dir (where the cache folder is)
+  bool json = false;     // stdout is exactly one JSON object
 };
 
 /// Exit 0 with the plan (it fits or not); 1 with "error: ..." on stderr for a bad size, type or

@@ -97,9 +97,9 @@ int run_serve(ServeArgs& a) {
     return 1;
   }
   if (a.kv.default_spill_dir.empty()) a.kv.default_spill_dir = default_spill_dir(a.data_dir);
-  auto paging = make_paging(a.kv);
-  if (!paging) {
-    std::fprintf(stderr, "error: %s\n", paging.error().message.c_str());
+  auto kv_settings = make_kv_settings(a.kv);
+  if (!kv_settings) {
+    std::fprintf(stderr, "error: %s\n", kv_settings.error().message.c_str());
     return 1;
   }
   app::EngineSettings s;
@@ -110,13 +110,7 @@ int run_serve(ServeArgs& a) {
   s.kv_type_v = a.cache_type_v;
   s.device = a.device;
   s.n_ubatch = a.kv.n_ubatch;
-  s.kv_block = paging->block_size;
-  s.kv_sinks = paging->n_sinks;
-  s.kv_window = paging->window_tokens;
-  s.host_budget = paging->host_budget;
-  s.disk_budget = paging->disk_budget;
-  s.spill_dir = paging->spill_dir;
-  s.attention = a.kv.attention;
+  s.kv = *kv_settings;
   s.template_name = a.template_name;
   s.use_snapshots = false;
   if (Status st = app::validate(s); !st) {

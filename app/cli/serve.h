@@ -16,7 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/cli/bench.h"
+#include "app/cli/kv_options.h"
 
 namespace spw::cli {
 

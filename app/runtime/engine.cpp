@@ -13,7 +13,6 @@
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/gguf/gguf.h"
 #include "engine/kv/kv_cache.h"
-#include "engine/kv/limits.h"
 #include "engine/kv/snapshot.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -27,19 +26,6 @@ using Clock = std::chrono::steady_clock;
 int hardware_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
-}
-
-Expected<KvPaging> paging_of(const EngineSettings& s) {
-  KvPaging p;
-  p.block_size = s.kv_block;
-  p.n_sinks = s.kv_sinks;
-  p.window_tokens = s.kv_window;
-  p.host_budget = s.host_budget;
-  p.disk_budget = s.disk_budget;
-  p.spill_dir = s.spill_dir;
-  if (auto st = parse_kv_attention(s.attention, p); !st)
-    return make_error("--attention: {}", st.error().message);
-  return p;
 }
 
 bool all_finite(std::span<const float> v) {
@@ -135,8 +121,8 @@ Expected<std::unique_ptr<Engine>> Engine::load(
   m.sp.kv_type_v = *parse_kv_type(settings.kv_type_v);
   m.opts.device = *parse_device(settings.device);
   m.opts.n_ubatch = settings.n_ubatch;
-  m.opts.paging = *paging_of(settings);
-  if (!m.opts.paging.spill_dir.empty()) kv::remove_stale_spill_files(m.opts.paging.spill_dir);
+  m.opts.kv = settings.kv;
+  if (!m.opts.kv.spill_dir.empty()) kv::remove_stale_spill_files(m.opts.kv.spill_dir);
   m.fingerprint = kv::model_fingerprint(*l->model);
   if (note) {
     for (const std::string& w : l->tokenizer->warnings()) note("warning: " + w);
@@ -280,7 +266,7 @@ Expected<DocumentAnswer> ask_library_document(
   SessionParams sp;
   sp.kv_type_k = *parse_kv_type(es.kv_type_k);
   sp.kv_type_v = *parse_kv_type(es.kv_type_v);
-  ap.kv_config = snapshot_kv_config(sp, *paging_of(es));
+  ap.kv_config = snapshot_kv_config(sp, es.kv);
   ap.family = engine.family();
 
   AskCallbacks acb;

@@ -8,17 +8,6 @@
 
 namespace spw::app {
 
-namespace {
-
-Status check_attention(const std::string& text) {
-  KvPaging p;
-  if (auto st = parse_kv_attention(text, p); !st)
-    return make_error("--attention: {}", st.error().message);
-  return Status::Ok();
-}
-
-}  // namespace
-
 // ---- settings ---------------------------------------------------------------------------------
 
 Status validate(const EngineSettings& s) {
@@ -30,19 +19,25 @@ Status validate(const EngineSettings& s) {
     return make_error("--cache-type-v: {}", t.error().message);
   if (auto d = parse_device(s.device); !d) return make_error("--device: {}", d.error().message);
   if (s.n_ubatch < 1) return make_error("--ubatch {}: at least 1 token per step", s.n_ubatch);
-  if (s.kv_block < 1)
-    return make_error("--kv-block {}: a block holds at least 1 token", s.kv_block);
-  if (s.kv_window < 1)
-    return make_error("--kv-window {}: the window holds at least 1 token", s.kv_window);
-  if (s.kv_sinks < 0) return make_error("--kv-sinks {} must not be negative", s.kv_sinks);
-  if (s.disk_budget < 0) return make_error("--disk-budget {} must not be negative", s.disk_budget);
-  if (s.disk_budget > 0 && s.spill_dir.empty())
-    return Error{"--disk-budget needs a folder for the spill file: set the spill folder"};
-  if (auto st = check_attention(s.attention); !st) return st;
+  if (auto st = kv::validate(s.kv); !st) return st;
   if (!s.template_name.empty()) {
     if (auto f = parse_chat_family(s.template_name); !f)
       return make_error("--template: {}", f.error().message);
   }
+  return Status::Ok();
+}
+
+std::string kv_window_text(const EngineSettings& s) { return kv::kv_window_name(s.kv); }
+
+Status set_kv_window(EngineSettings& s, const std::string& text) {
+  return kv::parse_kv_window(text, s.kv);
+}
+
+std::string attention_text(const EngineSettings& s) { return kv::kv_attention_name(s.kv); }
+
+Status set_attention(EngineSettings& s, const std::string& text) {
+  if (auto st = kv::parse_kv_attention(text, s.kv); !st)
+    return make_error("--attention: {}", st.error().message);
   return Status::Ok();
 }
 
@@ -55,13 +50,17 @@ std::string engine_settings_to_json(const EngineSettings& s) {
   j["kv_type_v"] = s.kv_type_v;
   j["device"] = s.device;
   j["n_ubatch"] = s.n_ubatch;
-  j["kv_block"] = s.kv_block;
-  j["kv_sinks"] = s.kv_sinks;
-  j["kv_window"] = s.kv_window;
-  j["host_budget"] = s.host_budget;
-  j["disk_budget"] = s.disk_budget;
-  j["spill_dir"] = s.spill_dir;
-  j["attention"] = s.attention;
+  j["kv_block"] = s.kv.block_size;
+  j["kv_sinks"] = s.kv.n_sinks;
+  if (s.kv.window_tokens) {
+    j["kv_window"] = *s.kv.window_tokens;
+  } else {
+    j["kv_window"] = "auto";
+  }
+  j["host_budget"] = s.kv.host_budget;
+  j["disk_budget"] = s.kv.disk_budget;
+  j["spill_dir"] = s.kv.spill_dir;
+  j["attention"] = kv::kv_attention_name(s.kv);
   j["template_name"] = s.template_name;
   j["use_snapshots"] = s.use_snapshots;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -96,13 +95,25 @@ Expected<EngineSettings> engine_settings_from_json(const std::string& text) {
   str("kv_type_v", s.kv_type_v);
   str("device", s.device);
   num("n_ubatch", s.n_ubatch);
-  num("kv_block", s.kv_block);
-  num("kv_sinks", s.kv_sinks);
-  num("kv_window", s.kv_window);
-  num("host_budget", s.host_budget);
-  num("disk_budget", s.disk_budget);
-  str("spill_dir", s.spill_dir);
-  str("attention", s.attention);
+  num("kv_block", s.kv.block_size);
+  num("kv_sinks", s.kv.n_sinks);
+  if (bad && j.contains("kv_window")) {  // a number of tokens, or "auto"
+    const nlohmann::json& w = j["kv_window"];
+    if (w.is_number_integer()) {
+      s.kv.window_tokens = w.get<int64_t>();
+    } else if (!(w.is_string() && w.get<std::string>() == "auto")) {
+      bad = Error{"engine settings: 'kv_window' must be an integer or \"auto\""};
+    }
+  }
+  num("host_budget", s.kv.host_budget);
+  num("disk_budget", s.kv.disk_budget);
+  str("spill_dir", s.kv.spill_dir);
+  std::string attention = "exact";
+  str("attention", attention);
+  if (bad) {
+    if (auto st = kv::parse_kv_attention(attention, s.kv); !st)
+      bad = make_error("engine settings: 'attention': {}", st.error().message);
+  }
   str("template_name", s.template_name);
   if (bad && j.contains("use_snapshots")) {
     if (!j["use_snapshots"].is_boolean())

@@ -29,7 +29,7 @@ struct Fixture {
   std::unique_ptr<Engine> engine(EngineSettings s = {}) {
     s.model_path = model;
     s.n_threads = 1;
-    if (s.spill_dir.empty()) s.spill_dir = dir.path();
+    if (s.kv.spill_dir.empty()) s.kv.spill_dir = dir.path();
     auto e = Engine::load(s);
     EXPECT_TRUE(e.ok()) << (e ? "" : e.error().message);
     return e ? std::move(*e) : nullptr;
@@ -73,20 +73,20 @@ TEST(EngineSettings, JsonRoundTripKeepsEveryField) {
   s.kv_type_v = "f32";
   s.device = "cpu";
   s.n_ubatch = 128;
-  s.kv_block = 64;
-  s.kv_sinks = 8;
-  s.kv_window = 2048;
-  s.host_budget = 1 << 30;
-  s.disk_budget = 4LL << 30;
-  s.spill_dir = "/tmp/spill";
-  s.attention = "topk:8";
+  s.kv.block_size = 64;
+  s.kv.n_sinks = 8;
+  s.kv.window_tokens = 2048;
+  s.kv.host_budget = 1 << 30;
+  s.kv.disk_budget = 4LL << 30;
+  s.kv.spill_dir = "/tmp/spill";
+  ASSERT_TRUE(set_attention(s, "topk:8").ok());
   s.template_name = "chatml";
   s.use_snapshots = false;
   auto back = engine_settings_from_json(engine_settings_to_json(s));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(engine_settings_to_json(*back), engine_settings_to_json(s));
   EXPECT_EQ(back->kv_type_k, "q8_0");
-  EXPECT_EQ(back->disk_budget, 4LL << 30);
+  EXPECT_EQ(back->kv.disk_budget, 4LL << 30);
   EXPECT_FALSE(back->use_snapshots);
 }
 
@@ -97,7 +97,7 @@ TEST(EngineSettings, JsonErrorsNameTheField) {
   auto partial = engine_settings_from_json(R"({"device":"cpu","unknown":1})");
   ASSERT_TRUE(partial.ok());
   EXPECT_EQ(partial->device, "cpu");
-  EXPECT_EQ(partial->kv_window, 4096);  // missing: the default
+  EXPECT_FALSE(partial->kv.window_tokens.has_value());  // missing: the default (auto)
 }
 
 TEST(EngineSettings, ValidateNamesTheOption) {
@@ -105,10 +105,12 @@ TEST(EngineSettings, ValidateNamesTheOption) {
   s.kv_type_k = "q4";
   EXPECT_NE(validate(s).error().message.find("--cache-type-k"), std::string::npos);
   s = {};
-  s.attention = "topk:0";
+  s.kv.attention = kv::KvAttention::TopK;
+  s.kv.top_k = 0;
   EXPECT_NE(validate(s).error().message.find("--attention"), std::string::npos);
+  EXPECT_NE(set_attention(s, "topk:0").error().message.find("--attention"), std::string::npos);
   s = {};
-  s.disk_budget = 1 << 20;
+  s.kv.disk_budget = 1 << 20;
   EXPECT_NE(validate(s).error().message.find("spill"), std::string::npos);
   EXPECT_TRUE(validate(EngineSettings{}).ok());
 }

@@ -36,16 +36,6 @@ Status check_folder(const std::string& dir, const char* what) {
 
 }  // namespace
 
-bool operator==(const EngineSettings& a, const EngineSettings& b) {
-  return a.model_path == b.model_path && a.n_ctx == b.n_ctx && a.n_threads == b.n_threads &&
-         a.kv_type_k == b.kv_type_k && a.kv_type_v == b.kv_type_v && a.device == b.device &&
-         a.n_ubatch == b.n_ubatch && a.kv_block == b.kv_block && a.kv_sinks == b.kv_sinks &&
-         a.kv_window == b.kv_window && a.host_budget == b.host_budget &&
-         a.disk_budget == b.disk_budget && a.spill_dir == b.spill_dir &&
-         a.attention == b.attention && a.template_name == b.template_name &&
-         a.use_snapshots == b.use_snapshots;
-}
-
 bool operator==(const AppSettings& a, const AppSettings& b) {
   return a.engine == b.engine && a.data_dir == b.data_dir && a.cache_dir == b.cache_dir &&
          a.theme == b.theme;

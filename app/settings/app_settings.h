@@ -30,7 +30,6 @@ struct AppSettings {
 
 /// Field-by-field equality (tests, "did anything change").
 bool operator==(const AppSettings& a, const AppSettings& b);
-bool operator==(const EngineSettings& a, const EngineSettings& b);
 
 /// validate(engine), then the theme ("theme: 'x' is not one of system, light, dark") and the
 /// folders (relative paths are refused: "data folder: 'x' is not an absolute path").

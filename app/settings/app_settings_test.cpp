@@ -38,12 +38,12 @@ AppSettings non_default() {
   s.engine.kv_type_k = "q8_0";
   s.engine.kv_type_v = "f32";
   s.engine.device = "cpu";
-  s.engine.kv_window = 8192;
-  s.engine.kv_sinks = 8;
-  s.engine.host_budget = int64_t{12} << 30;
-  s.engine.disk_budget = int64_t{64} << 30;
-  s.engine.spill_dir = "/var/tmp/spill";
-  s.engine.attention = "topk:8";
+  s.engine.kv.window_tokens = 8192;
+  s.engine.kv.n_sinks = 8;
+  s.engine.kv.host_budget = int64_t{12} << 30;
+  s.engine.kv.disk_budget = int64_t{64} << 30;
+  s.engine.kv.spill_dir = "/var/tmp/spill";
+  EXPECT_TRUE(set_attention(s.engine, "topk:8").ok());
   s.data_dir = "/srv/spillway";
   s.cache_dir = "/var/cache/spillway";
   s.theme = "dark";
@@ -72,8 +72,8 @@ TEST(AppSettings, RoundTripThroughSqlite) {
   auto loaded = load_app_settings(**lib);
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   EXPECT_TRUE(*loaded == saved) << app_settings_to_json(*loaded);
-  EXPECT_EQ(loaded->engine.host_budget, int64_t{12} << 30);
-  EXPECT_EQ(loaded->engine.attention, "topk:8");
+  EXPECT_EQ(loaded->engine.kv.host_budget, int64_t{12} << 30);
+  EXPECT_EQ(attention_text(loaded->engine), "topk:8");
   EXPECT_EQ(loaded->theme, "dark");
 
   // Saving again replaces the row.
@@ -94,8 +94,8 @@ TEST(AppSettings, DefaultsWhenNothingIsStored) {
   EXPECT_TRUE(*s == AppSettings{});
   EXPECT_EQ(s->theme, "system");
   EXPECT_EQ(s->engine.kv_type_k, "f16");
-  EXPECT_EQ(s->engine.attention, "exact");
-  EXPECT_EQ(s->engine.host_budget, -1);
+  EXPECT_EQ(attention_text(s->engine), "exact");
+  EXPECT_EQ(s->engine.kv.host_budget, -1);
   EXPECT_TRUE(validate(*s).ok());
 }
 
@@ -104,7 +104,7 @@ TEST(AppSettings, MissingKeysKeepDefaultsUnknownKeysIgnored) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->theme, "light");
   EXPECT_EQ(s->engine.n_ctx, 4096);
-  EXPECT_EQ(s->engine.kv_window, 4096);
+  EXPECT_EQ(kv_window_text(s->engine), "auto");  // missing: the default
   EXPECT_EQ(s->engine.kv_type_v, "f16");
   EXPECT_TRUE(s->data_dir.empty());
 }

@@ -127,7 +127,7 @@ struct EngineWorker::Core final : QObject {
       return;
     }
     engine = std::move(*e);
-    probes = measure_plan_probes(settings->spill_dir);
+    probes = measure_plan_probes(settings->kv.spill_dir);
     const ModelInfo& mi = engine->info();
     ModelLoadedInfo info;
     info.path = qs(mi.path);

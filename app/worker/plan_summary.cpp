@@ -34,7 +34,7 @@ std::string setting_for(const kv::Suggestion& s) {
   };
   if (s.kind == "ctx") return "Settings > Model: context length " + value_after(s.flag);
   if (s.kind == "cache-type") return "Settings > Model: K and V precision q8_0";
-  if (s.kind == "ram") return "Settings > Model: RAM budget " + value_after(s.flag);
+  if (s.kind == "ram") return "Settings > Model: host RAM budget " + value_after(s.flag);
   if (s.kind == "disk") return "Settings > Model: disk budget " + value_after(s.flag);
   if (s.kind == "kv-window") return "Settings > Model: KV window " + value_after(s.flag);
   if (s.kind == "cpu") return "Settings > Model: device CPU";
@@ -95,13 +95,9 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   in.n_ctx = std::max<int64_t>(1, s.planned_tokens);
   in.type_k = ggml_kv_type(es.kv_type_k);
   in.type_v = ggml_kv_type(es.kv_type_v);
-  in.block_size = es.kv_block;
-  in.n_sinks = es.kv_sinks;
-  in.window_tokens = es.kv_window;
+  in.kv = es.kv;
   in.ubatch = es.n_ubatch;
   in.vram = want_gpu && probes.vram_free > 0 ? probes.vram_free : -1;
-  in.ram = es.host_budget;
-  in.disk = es.disk_budget > 0 ? es.disk_budget : -1;
   in.ram_gb_per_s = probes.ram_gb_per_s;
   in.disk_read_gb_per_s = probes.disk_read_gb_per_s;
   in.disk_write_gb_per_s = probes.disk_write_gb_per_s;

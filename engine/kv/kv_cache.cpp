@@ -1,5 +1,4 @@
 #include "engine/kv/kv_cache.h"
-#include "engine/kv/limits.h"
 
 #include <algorithm>
 #include <cassert>
@@ -53,26 +52,15 @@ struct BlockEntry {
 
 }  // namespace
 
-std::string_view tier_name(Tier t) {
-  switch (t) {
-    case Tier::Window:
-      return "window";
-    case Tier::Host:
-      return "host";
-    case Tier::Disk:
-      return "disk";
-  }
-  return "?";
-}
-
 struct KvCache::Impl {
   KvCacheConfig config;
-  // Geometry. A block is [n_layer][K part: n_kv_heads * block_size * row_k,
-  //                                V part: n_kv_heads * block_size * row_v].
+  // The tier policy's layout: the window rule, a block's geometry ([n_layer][K part:
+  // n_kv_heads * block_size * row_k, V part: n_kv_heads * block_size * row_v]), the cold slots
+  // and the capacity.
+  TierLayout layout;
   int64_t row_k = 0, row_v = 0;  // bytes of one head's row of one position
   int64_t layer_k_bytes = 0, layer_bytes = 0, block_bytes = 0;
-  int64_t n_sink_blocks = 0, n_recent_blocks = 0;           // the window = sinks + recent
-  int64_t host_budget_blocks = -1, disk_budget_blocks = 0;  // what the budgets hold (-1: no limit)
+  int64_t n_sink_blocks = 0, n_recent_blocks = 0;  // the window = sinks + recent
   int64_t max_tokens = 0;
 
   // Bookkeeping: the block table and the free cold slots, written by the writer thread only.
@@ -97,12 +85,23 @@ struct KvCache::Impl {
   // Last: destroyed first, so the copy thread drains while the tiers it writes still exist.
   std::unique_ptr<SpillQueue> queue;
 
-  explicit Impl(const KvCacheConfig& c, int64_t block_bytes_)
-      : config(c), block_bytes(block_bytes_), window(block_bytes_, c.device_window.get()) {}
+  Impl(const KvCacheConfig& c, const TierLayout& l)
+      : config(c),
+        layout(l),
+        row_k(l.row_k),
+        row_v(l.row_v),
+        layer_k_bytes(l.layer_k_bytes),
+        layer_bytes(l.layer_bytes),
+        block_bytes(l.block_bytes),
+        n_sink_blocks(l.window.sink_blocks),
+        n_recent_blocks(l.window.recent_blocks),
+        max_tokens(l.max_tokens),
+        max_blocks(l.max_blocks()),
+        window(l.block_bytes, c.device_window.get()) {}
 
   DeviceWindow* device() const { return config.device_window.get(); }
 
-  int64_t window_blocks() const { return n_sink_blocks + n_recent_blocks; }
+  int64_t window_blocks() const { return layout.window.total(); }
 
   // Runs on the copy thread: reads only the job and the (immutable) tiers.
   // With a DeviceWindow the block comes off the device first: straight into its Host slot, or
@@ -210,7 +209,7 @@ struct KvCache::Impl {
   // the window in order and never come back, hence the cursor.
   void retire(int64_t n_blocks, int64_t keep_from) {
     if (spill_error) return;  // the cache is in error: keep what it holds where it is
-    const int64_t end = std::min(n_blocks - n_recent_blocks, keep_from);
+    const int64_t end = std::min(layout.window.cold_end(n_blocks), keep_from);
     for (; retire_cursor < end; ++retire_cursor) {
       if (table[static_cast<size_t>(retire_cursor)].state == State::Window) {
         queue_spill(retire_cursor);
@@ -229,7 +228,7 @@ struct KvCache::Impl {
       if (queue->in_flight() == 0) {
         apply_landed();
         if (window.n_free() > 0) continue;
-        // A fixed device pool is sized by window_pool_slots(), which covers this case.
+        // A fixed device pool is sized by TierLayout::pool_slots(), which covers this case.
         assert(window.can_grow() && "device window pool too small");
         return window.grow();
       }
@@ -267,106 +266,36 @@ struct KvCache::Impl {
     spill_error.reset();
     publish();
   }
-
-  std::string capacity_detail() const {
-    std::string s = fmt::format("(window {} tokens", window_blocks() * config.block_size);
-    if (host_budget_blocks < 0) {
-      s += ", host unlimited";
-    } else {
-      s +=
-          fmt::format(", host {} = {} blocks", format_size(config.host_budget), host_budget_blocks);
-    }
-    if (config.disk_budget == 0) {
-      s += ", no disk budget";
-    } else {
-      s +=
-          fmt::format(", disk {} = {} blocks", format_size(config.disk_budget), disk_budget_blocks);
-    }
-    if (max_tokens == config.n_ctx) s += fmt::format(", context {} tokens", config.n_ctx);
-    return s + ")";
-  }
 };
 
-namespace {
-
-Status validate(const KvCacheConfig& c) {
-  if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.head_dim_v <= 0 || c.n_ctx <= 0) {
-    return make_error(
-        "invalid KV cache shape: n_layer {}, n_kv_heads {}, head_dim {}, head_dim_v {}, n_ctx {} "
-        "(all must be > 0)",
-        c.n_layer, c.n_kv_heads, c.head_dim, c.head_dim_v, c.n_ctx);
-  }
-  for (const GgmlType t : {c.type_k, c.type_v}) {
-    if (t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::Q8_0) {
-      return make_error("KV cache type {} is not supported (use f32, f16 or q8_0)",
-                        type_name(static_cast<uint32_t>(t)));
-    }
-  }
-  if (c.type_k == GgmlType::Q8_0 && c.head_dim % kQK8_0 != 0) {
-    return make_error("q8_0 KV cache needs head_dim % 32 == 0 (this model has head_dim {})",
-                      c.head_dim);
-  }
-  if (c.type_v == GgmlType::Q8_0 && c.head_dim_v % kQK8_0 != 0) {
-    return make_error("q8_0 KV cache needs head_dim % 32 == 0 (this model has V head_dim {})",
-                      c.head_dim_v);
-  }
-  if (Status st = check_paging_settings(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks); !st)
-    return st;
-  if (c.disk_budget < 0) return make_error("--disk-budget must be >= 0 (got {})", c.disk_budget);
-  if (c.disk_budget > 0 && c.spill_dir.empty()) {
-    return make_error("--disk-budget {} needs a folder for the spill file (--spill-dir DIR)",
-                      format_size(c.disk_budget));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_in) {
-  if (Status st = validate(config_in); !st) return st.error();
+  auto planned = plan_tiers(config_in);
+  if (!planned) return planned.error();
+  const TierLayout& t = *planned;
+  if (config_in.disk_budget > 0 && config_in.spill_dir.empty()) {
+    return Error{"--disk-budget needs a folder for the spill file: set --spill-dir DIR"};
+  }
   KvCacheConfig config = config_in;  // what config() reports: the settings as applied
-  clamp_paging_to_context(config.n_ctx, config.block_size, config.window_tokens, config.n_sinks);
-  const KvCacheConfig& c = config;
-  const int64_t row_k = static_cast<int64_t>(row_size(c.type_k, c.head_dim));
-  const int64_t row_v = static_cast<int64_t>(row_size(c.type_v, c.head_dim_v));
-  const int64_t layer_k_bytes = c.n_kv_heads * c.block_size * row_k;
-  const int64_t layer_bytes = layer_k_bytes + c.n_kv_heads * c.block_size * row_v;
-
-  auto impl = std::make_unique<Impl>(config, c.n_layer * layer_bytes);
-  Impl& m = *impl;
-  m.row_k = row_k;
-  m.row_v = row_v;
-  m.layer_k_bytes = layer_k_bytes;
-  m.layer_bytes = layer_bytes;
-  const WindowBlocks wb = window_blocks(c.n_sinks, c.window_tokens, c.block_size);
-  m.n_sink_blocks = wb.sinks;
-  m.n_recent_blocks = wb.recent;
-  if (c.device_window != nullptr) {
-    const int64_t n_blocks = ceil_div(c.n_ctx, c.block_size);
-    const int64_t need = wb.total() >= n_blocks ? n_blocks : wb.total() + kSpareWindowSlots;
-    if (c.device_window->n_slots() < need) {
+  config.block_size = t.block_size;
+  config.window_tokens = t.window_tokens;
+  config.n_sinks = t.n_sinks;
+  if (config.device_window != nullptr) {
+    const int64_t need =
+        t.window.total() >= t.n_blocks ? t.n_blocks : t.window.total() + kSpareWindowSlots;
+    if (config.device_window->n_slots() < need) {
       return make_error("the device window has {} block slots; the window needs at least {}",
-                        c.device_window->n_slots(), need);
+                        config.device_window->n_slots(), need);
     }
   }
 
-  // Cold slots: what the budgets hold, but never more than n_ctx can use (an unlimited or huge
-  // budget does not preallocate a disk file or reserve RAM for positions that cannot exist).
-  const int64_t cold_needed =
-      std::max<int64_t>(0, ceil_div(c.n_ctx, c.block_size) - m.window_blocks());
-  m.host_budget_blocks = c.host_budget < 0 ? -1 : c.host_budget / m.block_bytes;
-  m.disk_budget_blocks = c.disk_budget / m.block_bytes;
-  const int64_t host_slots =
-      m.host_budget_blocks < 0 ? cold_needed : std::min(m.host_budget_blocks, cold_needed);
-  const int64_t disk_slots = std::min(m.disk_budget_blocks, cold_needed - host_slots);
-  m.max_tokens = std::min(c.n_ctx, (m.window_blocks() + host_slots + disk_slots) * c.block_size);
-  m.max_blocks = ceil_div(m.max_tokens, c.block_size);
-
-  auto host = HostArena::create(host_slots, m.block_bytes);
+  auto impl = std::make_unique<Impl>(config, t);
+  Impl& m = *impl;
+  auto host = HostArena::create(t.host_slots, t.block_bytes);
   if (!host) return host.error();
   m.host = std::move(host.value());
-  if (c.disk_budget > 0) {
-    auto disk = SpillFile::create(c.spill_dir, disk_slots, m.block_bytes, c.disk_budget);
+  if (config.disk_budget > 0) {
+    auto disk =
+        SpillFile::create(config.spill_dir, t.disk_slots, t.block_bytes, config.disk_budget);
     if (!disk) return disk.error();
     m.disk = std::move(disk.value());
   }
@@ -382,7 +311,8 @@ KvCache::~KvCache() = default;
 
 const KvCacheConfig& KvCache::config() const { return impl_->config; }
 int64_t KvCache::max_tokens() const { return impl_->max_tokens; }
-std::string KvCache::capacity_detail() const { return impl_->capacity_detail(); }
+std::string KvCache::capacity_detail() const { return impl_->layout.capacity_detail(); }
+const TierLayout& KvCache::layout() const { return impl_->layout; }
 int64_t KvCache::n_tokens() const { return impl_->n_tokens; }
 int64_t KvCache::block_bytes() const { return impl_->block_bytes; }
 
@@ -394,7 +324,7 @@ Status KvCache::reserve(int64_t n) {
   if (m.reserved > 0) m.release_uncommitted();
   if (m.n_tokens + n > m.max_tokens) {
     return make_error("context full: {} tokens fit in the budgets you set {}", m.max_tokens,
-                      m.capacity_detail());
+                      m.layout.capacity_detail());
   }
   if (n == 0) return Status::Ok();
   const int64_t bs = m.config.block_size;
@@ -414,7 +344,8 @@ Status KvCache::reserve(int64_t n) {
   }
   // Blocks still in flight beyond the spares (those a long prefill ubatch spilled at commit)
   // hold window slots: wait for them here, once, so the window keeps to its size in decode.
-  const int64_t tail = std::max(m.n_sink_blocks, std::min(n_blocks - m.n_recent_blocks, first));
+  const int64_t tail =
+      std::max(m.n_sink_blocks, std::min(m.layout.window.cold_end(n_blocks), first));
   const int64_t needed =
       std::min(m.n_sink_blocks, n_blocks) + std::max<int64_t>(0, n_blocks - tail);
   while (m.n_window > needed + kSpareWindowSlots && m.queue->in_flight() > 0) {
@@ -502,7 +433,7 @@ Status KvCache::restore(int64_t n_tokens,
   m.reset();
   if (n_tokens < 0 || n_tokens > m.max_tokens) {
     return make_error("context full: {} tokens fit in the budgets you set {}", m.max_tokens,
-                      m.capacity_detail());
+                      m.layout.capacity_detail());
   }
   // Block by block through the window, as a run of block-sized ubatches would write them: the
   // blocks land in the tiers a normal run puts them in, by the same spill path.

@@ -1,4 +1,5 @@
-// The tiered, paged KV cache of one sequence (../shared/DESIGN.md §4).
+// The tiered, paged KV cache of one sequence (docs/DESIGN.md §4). Which block goes to which tier
+// is the tier policy's (tier_policy.h); this class keeps the block table and moves the bytes.
 //
 // KV lives in blocks of block_size tokens. A *logical block* b holds positions
 // [b * block_size, (b + 1) * block_size) for every layer; per layer its K part is
@@ -10,7 +11,8 @@
 // The block table maps each logical block to (tier, slot):
 //   Window  the attention-sink blocks (the first ceil(n_sinks / block_size) blocks) and the most
 //           recent ceil(window_tokens / block_size) blocks (the block being filled counts as one);
-//           RAM here, the GPU in CUDA part 2. Sized by those two settings, not by a budget.
+//           RAM for the CPU session, the GPU's memory for the CUDA session (a DeviceWindow).
+//           Sized by those two settings, not by a budget.
 //   Host    a RAM arena of whole logical blocks, up to host_budget bytes (all layers, K + V).
 //   Disk    a preallocated spill file (posix_fallocate, so a full disk shows at creation) in
 //           spill_dir, named spillway-spill-<pid>-<n>.kv, written with pwrite and read through a
@@ -21,7 +23,8 @@
 // window slot, whose reuse waits for the copy). No block ever moves from a cold tier back into
 // the window: cold blocks are attended where they lie.
 //
-// Capacity: max_tokens() = min(n_ctx, tokens the window + host + disk slots hold). Sessions use
+// Capacity: max_tokens() = TierLayout::max_tokens, min(n_ctx, tokens the window + host + disk
+// slots hold). Sessions use
 // it as their context length, so a request that does not fit stops with
 // "context full: N tokens fit in the budgets you set (...)" before anything is computed.
 //
@@ -40,38 +43,23 @@
 
 #include "engine/common/expected.h"
 #include "engine/gguf/ggml_types.h"
+#include "engine/kv/tier_policy.h"
 
 namespace spw::kv {
 
 class DeviceWindow;  // kv_storage.h
 
-enum class Tier : uint8_t { Window, Host, Disk };
-std::string_view tier_name(Tier t);  // "window" | "host" | "disk"
-
-struct KvCacheConfig {
-  // Shape (from the model).
-  int64_t n_layer = 0;
-  int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;    // of K
-  int64_t head_dim_v = 0;  // of V
-  int64_t n_ctx = 0;       // tokens the session may hold at most (before budgets)
-  // Element types of K and V (F32, F16 or Q8_0; Q8_0 needs the head dim % 32 == 0).
-  // The window and the cold tiers use the same types (per-tier precision: a later change).
-  GgmlType type_k = GgmlType::F16;
-  GgmlType type_v = GgmlType::F16;
-  // Paging.
-  int64_t block_size = 256;      // --kv-block, tokens per block (>= 1)
-  int64_t n_sinks = 4;           // --kv-sinks, attention-sink tokens kept in the window (>= 0)
-  int64_t window_tokens = 4096;  // --kv-window, recent tokens kept in the window (>= 1)
-  // Budgets, bytes over all layers, K + V. host_budget < 0: no limit (as much as n_ctx needs).
-  int64_t host_budget = -1;  // --host-budget
-  int64_t disk_budget = 0;   // --disk-budget (0: no disk tier)
-  std::string spill_dir;     // --spill-dir; empty: the caller must give one when disk_budget > 0
+/// The cache's configuration: the tier policy's numbers (tier_policy.h: the model's KV shape,
+/// the context, the paging settings as the session resolved them) and where the tiers' bytes go.
+struct KvCacheConfig : TierConfig {
+  KvCacheConfig() = default;
+  explicit KvCacheConfig(const TierConfig& t) : TierConfig(t) {}
+  std::string spill_dir;  // --spill-dir; empty: the caller must give one when disk_budget > 0
   /// Where the window's slots live: nullptr = RAM (the CPU session). A DeviceWindow (CUDA
   /// session: the GPU) holds them instead; store() is then unused (the session writes K and V
   /// into the slots itself, at the addresses blocks() returns for Window blocks), spills go
   /// through copy_out, snapshots through copy_out / copy_in. Its n_slots() must be at least
-  /// window_pool_slots() (limits.h) for this config and the session's ubatch.
+  /// TierLayout::pool_slots() for this config and the session's ubatch.
   std::shared_ptr<DeviceWindow> device_window;
   /// Test hook: called before each pwrite to the spill file with the slot index; returning
   /// false makes that write fail as EIO would. Empty in production.
@@ -110,9 +98,9 @@ struct BlockView {
 
 class KvCache {
  public:
-  /// Validates the config (shape > 0, types, q8_0 head_dim % 32, block_size >= 1, budgets,
-  /// spill_dir writable and the disk budget preallocatable when disk_budget > 0) and allocates
-  /// the window. Errors: "q8_0 KV cache needs head_dim % 32 == 0 (this model has head_dim 8)",
+  /// Plans the tiers (plan_tiers(): shape, types, q8_0 head_dim % 32, block, window, sinks,
+  /// budgets), checks the spill folder (writable, the disk budget preallocatable when
+  /// disk_budget > 0) and allocates the window. Errors: plan_tiers()'s,
   /// "cannot create the spill file in DIR: REASON", "not enough disk space in DIR for
   /// the 768.0 MiB spill file (--disk-budget 1.0 GiB): ...".
   static Expected<std::unique_ptr<KvCache>> create(const KvCacheConfig& config);
@@ -120,7 +108,10 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
+  /// The config as applied: block, window and sinks cut to the context (TierLayout).
   const KvCacheConfig& config() const;
+  /// The tier policy's layout of this config: blocks per tier, a block's bytes.
+  const TierLayout& layout() const;
   /// Tokens the cache can hold: min(n_ctx, (window + host + disk blocks) * block_size).
   int64_t max_tokens() const;
   /// Human-readable reason for max_tokens(), appended to "context full: N tokens fit in the

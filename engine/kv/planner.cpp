@@ -1,5 +1,4 @@
 #include "engine/kv/planner.h"
-#include "engine/kv/limits.h"
 
 #include <algorithm>
 
@@ -40,85 +39,84 @@ double sum_known(std::initializer_list<double> terms) {
 }
 
 Status check_input(const PlanInput& in) {
-  const auto positive = [](int64_t v, const char* what) -> Status {
-    if (v <= 0) return make_error("plan: {} must be at least 1 (got {})", what, v);
-    return Status::Ok();
-  };
   for (const auto& [v, what] : {std::pair{in.n_layer, "n_layer"},
                                 {in.n_kv_heads, "n_kv_heads"},
                                 {in.head_dim, "head_dim"},
                                 {in.head_dim_v, "head_dim_v"},
                                 {in.n_ctx, "the context (-c)"},
-                                {in.block_size, "--kv-block"},
-                                {in.window_tokens, "--kv-window"},
                                 {in.ubatch, "the ubatch"}}) {
-    if (auto s = positive(v, what); !s) return s;
-  }
-  if (in.n_sinks < 0)
-    return make_error("plan: --kv-sinks must not be negative (got {})", in.n_sinks);
-  if (auto s = check_paging_limits(in.n_ctx, in.block_size); !s) {
-    return make_error("plan: {}", s.error().message);
+    if (v <= 0) return make_error("plan: {} must be at least 1 (got {})", what, v);
   }
   if (in.weights_bytes < 0) return make_error("plan: weights bytes must not be negative");
+  // The settings as generate checks them, less the spill folder (a plan writes none).
+  KvSettings kv = in.kv;
+  if (kv.spill_dir.empty()) kv.spill_dir = ".";
+  if (Status st = validate(kv); !st) return make_error("plan: {}", st.error().message);
   return Status::Ok();
 }
 
+// The tier policy's layout for `in`, the window resolved as the session would: explicit, or
+// auto (RAM: the default; GPU: the whole context, or what fits the VRAM beside the weights).
+Expected<TierLayout> layout_of(const PlanInput& in) {
+  const bool gpu = in.vram > 0;
+  TierConfig tc = tier_config(in.kv, gpu ? WindowHome::Device : WindowHome::Ram, in.n_ctx);
+  tc.n_layer = in.n_layer;
+  tc.n_kv_heads = in.n_kv_heads;
+  tc.head_dim = in.head_dim;
+  tc.head_dim_v = in.head_dim_v;
+  tc.type_k = in.type_k;
+  tc.type_v = in.type_v;
+  auto t = plan_tiers(tc);
+  if (!t) return make_error("plan: {}", t.error().message);
+  if (gpu && !in.kv.window_tokens &&
+      in.weights_bytes + t->window_blocks * t->block_bytes > in.vram) {
+    const int64_t room = in.vram - in.weights_bytes;
+    const int64_t recent =
+        room > 0 ? fit_recent_blocks(room / t->block_bytes, 0, t->window) : int64_t{0};
+    if (recent >= 1) {
+      tc.window_tokens = recent * t->block_size;
+      t = plan_tiers(tc);
+      if (!t) return make_error("plan: {}", t.error().message);
+    }
+  }
+  return t;
+}
+
 // The split and the predictions, without suggestions.
-Expected<Plan> compute(const PlanInput& in_raw) {
-  if (auto s = check_input(in_raw); !s) return s.error();
-  PlanInput in = in_raw;  // settings longer than the context are cut to it, as KvCache does
-  clamp_paging_to_context(in.n_ctx, in.block_size, in.window_tokens, in.n_sinks);
-  auto rk = kv_row_bytes(in.type_k, in.head_dim, "head_dim");
-  if (!rk) return rk.error();
-  auto rv = kv_row_bytes(in.type_v, in.head_dim_v, "head_dim_v");
-  if (!rv) return rv.error();
+Expected<Plan> compute(const PlanInput& in) {
+  if (auto s = check_input(in); !s) return s.error();
+  auto laid = layout_of(in);
+  if (!laid) return laid.error();
+  const TierLayout& t = *laid;
 
   Plan p;
-  const int64_t bs = in.block_size;
-  p.kv_bytes_per_token = in.n_layer * in.n_kv_heads * (*rk + *rv);
-  p.block_bytes = p.kv_bytes_per_token * bs;
-  p.n_blocks = ceil_div(in.n_ctx, bs);
+  const int64_t bs = t.block_size;
+  p.kv_bytes_per_token = t.kv_bytes_per_token;
+  p.block_bytes = t.block_bytes;
+  p.n_blocks = t.n_blocks;
+  p.block_size = bs;
+  p.window_tokens = t.window_tokens;
   p.kv_bytes = p.n_blocks * p.block_bytes;
   p.gpu = in.vram > 0;
-
-  // Window: sink blocks + recent blocks (the block being filled counts as one of them).
-  const int64_t window_slots = window_blocks(in.n_sinks, in.window_tokens, bs).total();
-  const int64_t cold = std::max<int64_t>(0, p.n_blocks - window_slots);
-  p.window.blocks = p.n_blocks - cold;
-  p.window.tokens = in.n_ctx - cold * bs;
+  p.window.blocks = t.window_blocks;
+  p.window.tokens = in.n_ctx - t.cold_blocks * bs;
   p.window.bytes = p.window.blocks * p.block_bytes;
-
-  // Host: what the RAM budget leaves after a RAM window; all cold blocks without a budget.
-  int64_t host_slots = cold;
-  if (in.ram >= 0) {
-    const int64_t window_in_ram = p.gpu ? 0 : p.window.bytes;
-    if (window_in_ram > in.ram) {
-      p.problems.push_back(fmt::format("the window ({}, {} tokens) does not fit in --ram {}",
-                                       format_size(window_in_ram), p.window.tokens,
-                                       format_size(in.ram)));
-    }
-    host_slots = std::max<int64_t>(0, in.ram - window_in_ram) / p.block_bytes;
-  }
-  p.host.blocks = std::min(cold, host_slots);
-  const int64_t disk_slots = in.disk > 0 ? in.disk / p.block_bytes : 0;
-  p.disk.blocks = std::min(cold - p.host.blocks, disk_slots);
+  p.host.blocks = t.host_slots;
+  p.disk.blocks = t.disk_slots;
   p.host.tokens = p.host.blocks * bs;
   p.disk.tokens = p.disk.blocks * bs;
   p.host.bytes = p.host.blocks * p.block_bytes;
   p.disk.bytes = p.disk.blocks * p.block_bytes;
   p.ram_kv_bytes = p.host.bytes + (p.gpu ? 0 : p.window.bytes);
+  p.max_tokens = t.max_tokens;
 
-  const int64_t missing = cold - p.host.blocks - p.disk.blocks;
-  // As KvCache::max_tokens(): every slot the window and the budgets provide.
-  p.max_tokens = std::min<int64_t>(
-      in.n_ctx,
-      (window_slots + std::min(host_slots, p.n_blocks) + std::min(disk_slots, p.n_blocks)) * bs);
+  const int64_t missing = t.cold_blocks - t.host_slots - t.disk_slots;
   if (missing > 0) {
     p.problems.push_back(fmt::format(
         "{} of the {} tokens have no room: {} blocks of {} lie beyond the window and the "
         "budgets hold {} of them",
-        in.n_ctx - p.max_tokens, in.n_ctx, cold, format_size(p.block_bytes),
-        p.host.blocks + p.disk.blocks));
+        in.n_ctx - p.max_tokens, in.n_ctx, t.cold_blocks, format_size(p.block_bytes),
+        t.host_slots + t.disk_slots));
   }
   if (p.gpu) {
     p.vram_bytes = in.weights_bytes + p.window.bytes;
@@ -200,43 +198,22 @@ std::string kv_type_label(GgmlType t) {
   }
 }
 
-Expected<int64_t> kv_row_bytes(GgmlType type, int64_t head_dim, std::string_view what) {
-  switch (type) {
-    case GgmlType::F32:
-      return 4 * head_dim;
-    case GgmlType::F16:
-      return 2 * head_dim;
-    case GgmlType::Q8_0:
-      if (head_dim % kQK8_0 != 0) {
-        return make_error("q8_0 KV cache needs {} % 32 == 0 (this model has {} {})", what, what,
-                          head_dim);
-      }
-      return head_dim / kQK8_0 * static_cast<int64_t>(sizeof(BlockQ8_0));
-    default:
-      return make_error("unsupported KV cache type {} (accepted: f32, f16, q8_0)",
-                        kv_type_label(type));
-  }
-}
-
-Expected<Plan> make_plan(const PlanInput& in_raw) {
-  auto planned = compute(in_raw);
+Expected<Plan> make_plan(const PlanInput& in) {
+  auto planned = compute(in);
   if (!planned) return planned;
-  PlanInput in = in_raw;  // as compute() applied it
-  clamp_paging_to_context(in.n_ctx, in.block_size, in.window_tokens, in.n_sinks);
   Plan& p = *planned;
-  if (in.ram < 0 && in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram) {
+  if (in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram) {
     p.warnings.push_back(fmt::format(
-        "KV in RAM {} is more than this machine's {} of memory: give --ram (and --disk), a "
-        "shorter -c or q8_0 KV",
+        "KV in RAM {} is more than this machine's {} of memory: give --host-budget (and "
+        "--disk-budget), a shorter -c or q8_0 KV",
         format_size(p.ram_kv_bytes), format_size(in.physical_ram)));
   }
   if (p.fits) return planned;
-  const bool window_ram_problem = !p.gpu && in.ram >= 0 && p.window.bytes > in.ram;
   const bool vram_problem = p.gpu && p.vram_bytes > in.vram;
   const bool room_problem = p.max_tokens < in.n_ctx;
   const int64_t cold = p.n_blocks - p.window.blocks;
 
-  if (room_problem && !window_ram_problem && !vram_problem && p.max_tokens > 0) {
+  if (room_problem && !vram_problem && p.max_tokens > 0) {
     p.suggestions.push_back({"ctx", fmt::format("-c {}", p.max_tokens),
                              fmt::format("the budgets hold {} tokens", p.max_tokens)});
   }
@@ -251,38 +228,35 @@ Expected<Plan> make_plan(const PlanInput& in_raw) {
                                            qp->kv_bytes_per_token, p.kv_bytes_per_token)});
     }
   }
-  // A bigger RAM budget (the disk budget as it is).
-  if (in.ram >= 0) {
-    const int64_t disk_slots = in.disk > 0 ? in.disk / p.block_bytes : 0;
-    const int64_t host_needed = std::max<int64_t>(0, cold - disk_slots);
-    const int64_t ram_needed = host_needed * p.block_bytes + (p.gpu ? 0 : p.window.bytes);
-    if (ram_needed > in.ram) {
+  // A bigger host budget (the disk budget as it is), and a disk budget for what the host budget
+  // cannot hold.
+  if (in.kv.host_budget >= 0 && room_problem) {
+    const int64_t disk_slots = in.kv.disk_budget / p.block_bytes;
+    const int64_t host_needed = std::max<int64_t>(0, cold - disk_slots) * p.block_bytes;
+    if (host_needed > in.kv.host_budget) {
       p.suggestions.push_back(
-          {"ram", fmt::format("--ram {}", size_flag(ram_needed)),
-           fmt::format("{} of RAM holds the {} tokens{}", format_size(ram_needed), in.n_ctx,
+          {"ram", fmt::format("--host-budget {}", size_flag(host_needed)),
+           fmt::format("{} of RAM holds the {} tokens{}", format_size(host_needed), in.n_ctx,
                        disk_slots > 0 ? " with the disk budget as it is" : "")});
     }
-    // A disk budget for what RAM cannot hold.
-    const int64_t host_slots =
-        std::max<int64_t>(0, in.ram - (p.gpu ? 0 : p.window.bytes)) / p.block_bytes;
+    const int64_t host_slots = in.kv.host_budget / p.block_bytes;
     const int64_t disk_needed = std::max<int64_t>(0, cold - host_slots) * p.block_bytes;
-    if (disk_needed > std::max<int64_t>(0, in.disk) && !window_ram_problem) {
+    if (disk_needed > in.kv.disk_budget) {
       p.suggestions.push_back(
-          {"disk", fmt::format("--disk {}", size_flag(disk_needed)),
+          {"disk", fmt::format("--disk-budget {}", size_flag(disk_needed)),
            fmt::format("a disk tier of {} holds the rest", format_size(disk_needed))});
     }
   }
-  // A window that fits the memory it lives in.
+  // A window that fits the GPU beside the weights.
   if (vram_problem && in.weights_bytes >= in.vram) {
     p.suggestions.push_back({"cpu", "(leave out --vram)",
                              fmt::format("the weights alone ({}) fill --vram {}; run on the CPU",
                                          format_size(in.weights_bytes), format_size(in.vram))});
-  } else if (vram_problem || window_ram_problem) {
-    const int64_t room = vram_problem ? in.vram - in.weights_bytes : in.ram;
-    const int64_t sink_blocks = window_blocks(in.n_sinks, in.window_tokens, in.block_size).sinks;
-    const int64_t recent_blocks = room / p.block_bytes - sink_blocks;
+  } else if (vram_problem) {
+    const int64_t sink_blocks = ceil_div(std::min(in.kv.n_sinks, in.n_ctx), p.block_size);
+    const int64_t recent_blocks = (in.vram - in.weights_bytes) / p.block_bytes - sink_blocks;
     if (recent_blocks >= 1) {
-      const int64_t w = recent_blocks * in.block_size;
+      const int64_t w = recent_blocks * p.block_size;
       p.suggestions.push_back(
           {"kv-window", fmt::format("--kv-window {}", w),
            fmt::format("a window of {} recent tokens ({} with the sinks) fits", w,

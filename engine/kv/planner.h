@@ -4,14 +4,19 @@
 // predict. Pure computation: no I/O, no clock; the caller measures the bandwidths
 // (engine/kv/bandwidth_probe.h).
 //
-// The split follows KvCache (engine/kv/kv_cache.h) block for block:
+// The split is the tier policy's (engine/kv/tier_policy.h), the one KvCache allocates by, so a
+// plan and a run agree to the token on what fits:
 //   window  ceil(n_sinks / block) + ceil(window / block) blocks (at most the context's blocks),
-//           on the GPU when there is a VRAM budget, in RAM otherwise; sized by the flags;
-//   host    the next cold blocks, up to what the RAM budget leaves after the window (when the
-//           window is in RAM): all of them without a RAM budget;
-//   disk    the rest, up to the disk budget (none without one).
-// The RAM budget counts KV only: the weights are a memory-mapped file, shared with the page
-// cache. The VRAM budget holds the weights and the window.
+//           on the GPU when there is a VRAM budget, in RAM otherwise; sized by --kv-window (auto:
+//           4096 tokens in RAM; on a GPU the whole context, or what fits --vram beside the
+//           weights);
+//   host    the next cold blocks, up to --host-budget (all of them without one);
+//   disk    the rest, up to --disk-budget (none without one).
+// The host budget counts the cold blocks in RAM only (as generate's --host-budget); the window
+// in RAM is counted apart. The weights are a memory-mapped file, shared with the page cache. The
+// VRAM budget holds the weights and the window; the CUDA session's scratch, its ubatch blocks and
+// its spare window slots are not modelled, so on a GPU a plan is an estimate (a real session's
+// auto window can come out some blocks smaller), while in RAM it is exact to the token.
 //
 // Predicted decode time for the last token of the context (the slowest one):
 //   CPU:  weights / RAM + (window + host KV) / RAM + disk KV / disk
@@ -28,6 +33,7 @@
 
 #include "engine/common/expected.h"
 #include "engine/gguf/ggml_types.h"
+#include "engine/kv/tier_policy.h"
 
 namespace spw {
 class Model;
@@ -40,12 +46,6 @@ namespace spw::kv {
 /// 1-D norm and bias vectors are negligible and left out.
 int64_t decode_weight_bytes(const Model& model);
 
-/// KV bytes of one token for one layer's K or V row set: n_kv_heads rows of head_dim elements
-/// in `type` (F32 4 bytes, F16 2, Q8_0 34 per 32). Errors: a type other than those three, and
-/// Q8_0 with head_dim % 32 != 0 ("q8_0 KV cache needs head_dim % 32 == 0 (this model has
-/// head_dim 8)").
-Expected<int64_t> kv_row_bytes(GgmlType type, int64_t head_dim, std::string_view what);
-
 struct PlanInput {
   // Model.
   int64_t n_layer = 0;
@@ -53,18 +53,13 @@ struct PlanInput {
   int64_t head_dim = 0;
   int64_t head_dim_v = 0;
   int64_t weights_bytes = 0;  // bytes of weights one decode step reads
-  // Run.
+  // Run: the context and the KV settings generate takes (budgets in bytes).
   int64_t n_ctx = 0;  // tokens to hold (>= 1)
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
-  int64_t block_size = 256;      // --kv-block
-  int64_t n_sinks = 4;           // --kv-sinks
-  int64_t window_tokens = 4096;  // --kv-window
-  int64_t ubatch = 512;          // prefill batch (for the prefill prediction)
-  // Budgets in bytes; < 0: not given.
-  int64_t vram = -1;  // > 0: a GPU holds the weights and the window; 0 or < 0: no GPU
-  int64_t ram = -1;   // KV in RAM (the window when there is no GPU, plus the host tier)
-  int64_t disk = -1;  // the disk tier; not given: no disk tier
+  KvSettings kv;         // --kv-block, --kv-sinks, --kv-window, --host-budget, --disk-budget
+  int64_t ubatch = 512;  // prefill batch (for the prefill prediction)
+  int64_t vram = -1;     // > 0: a GPU holds the weights and the window; 0 or < 0: no GPU
   // Bandwidths in GB/s (1e9 bytes/s); 0: unknown (that term is left out of the predictions).
   double ram_gb_per_s = 0;
   double disk_read_gb_per_s = 0;
@@ -84,7 +79,7 @@ struct TierPlan {
 /// A change that makes the plan fit, with the flag that makes it.
 struct Suggestion {
   std::string kind;  // "ctx" | "cache-type" | "ram" | "disk" | "kv-window" | "cpu"
-  std::string flag;  // "-c 1536", "--cache-type-k q8_0 --cache-type-v q8_0", "--ram 2.0GiB"
+  std::string flag;  // "-c 1536", "--cache-type-k q8_0 --cache-type-v q8_0", "--host-budget 2G"
   std::string why;   // one line for people
 };
 
@@ -92,6 +87,8 @@ struct Plan {
   int64_t kv_bytes_per_token = 0;  // all layers, K + V
   int64_t block_bytes = 0;         // one block over all layers, K + V
   int64_t n_blocks = 0;            // blocks the context needs
+  int64_t block_size = 0;          // --kv-block as applied (cut to the context)
+  int64_t window_tokens = 0;       // the window planned (auto resolved), sinks excluded
   bool gpu = false;                // the window lives on the GPU
   TierPlan window, host, disk;
   int64_t kv_bytes = 0;      // the whole context's KV, in whole blocks
@@ -100,9 +97,9 @@ struct Plan {
   int64_t max_tokens = 0;    // tokens the budgets hold: min(n_ctx, blocks that fit * block)
   bool fits = false;
   std::vector<std::string> problems;  // why it does not fit, one line each
-  /// Fits the budgets but not the machine: without a RAM budget every cold block is planned
-  /// into RAM, and "KV in RAM 1.2 TiB is more than this machine's 23.0 GiB of memory: ..." says
-  /// when that is more than physical_ram.
+  /// Fits the budgets but not the machine: "KV in RAM 1.2 TiB is more than this machine's 23.0
+  /// GiB of memory: ..." when the KV planned into RAM (without a host budget, every cold block)
+  /// is more than physical_ram.
   std::vector<std::string> warnings;
   std::vector<Suggestion> suggestions;  // empty when it fits
   // Predictions; 0 where a needed bandwidth is unknown.
@@ -112,7 +109,8 @@ struct Plan {
 };
 
 /// Plans `in`. Errors (the input itself is wrong, not "does not fit"): non-positive shape,
-/// n_ctx, block_size, window or ubatch, negative n_sinks, an unsupported or misfit KV type.
+/// n_ctx or ubatch, the settings' own (validate(), plan_tiers()), an unsupported or misfit KV
+/// type.
 Expected<Plan> make_plan(const PlanInput& in);
 
 /// "f32" | "f16" | "q8_0" for F32 / F16 / Q8_0; type_name() otherwise.

@@ -68,63 +68,35 @@ CudaProbe probe_cuda() {
   return p;
 }
 
-bool KvPaging::is_default() const {
-  const KvPaging d;
-  return block_size == d.block_size && n_sinks == d.n_sinks && window_tokens == d.window_tokens &&
-         host_budget == d.host_budget && disk_budget == d.disk_budget && attention == d.attention;
-}
-
-Status parse_kv_attention(std::string_view s, KvPaging& p) {
-  if (s == "exact" || s == "streaming") {
-    p.attention = s == "exact" ? KvAttention::Exact : KvAttention::Streaming;
-    p.top_k = 0;
-    return Status::Ok();
-  }
-  constexpr std::string_view kTopK = "topk:";
-  if (s.substr(0, kTopK.size()) == kTopK && s.size() > kTopK.size() &&
-      s.size() <= kTopK.size() + 9) {
-    int64_t k = 0;
-    bool digits = true;
-    for (const char c : s.substr(kTopK.size())) {
-      digits &= c >= '0' && c <= '9';
-      k = k * 10 + (c - '0');
-    }
-    if (digits && k >= 1) {
-      p.attention = KvAttention::TopK;
-      p.top_k = k;
-      return Status::Ok();
-    }
-  }
-  return make_error("unknown attention mode '{}' (accepted: exact, streaming, topk:K with K >= 1)",
-                    s);
-}
-
-std::string kv_attention_name(const KvPaging& p, bool labelled) {
-  switch (p.attention) {
-    case KvAttention::Exact:
-      return "exact";
-    case KvAttention::Streaming:
-      return labelled ? "streaming (approximate)" : "streaming";
-    case KvAttention::TopK:
-      return fmt::format("topk:{}{}", p.top_k, labelled ? " (approximate)" : "");
-  }
-  return "unknown";
+kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& params,
+                                  const kv::KvSettings& kv, kv::WindowHome home) {
+  const ModelConfig& c = model.config();
+  const int64_t n_ctx = params.n_ctx > 0 ? params.n_ctx : c.n_ctx_train;
+  kv::KvCacheConfig kc(kv::tier_config(kv, home, n_ctx));
+  kc.n_layer = c.n_layer;
+  kc.n_kv_heads = c.n_head_kv;
+  kc.head_dim = c.head_dim;
+  kc.head_dim_v = c.head_dim_v;
+  kc.type_k = kv_ggml_type(params.kv_type_k);
+  kc.type_v = kv_ggml_type(params.kv_type_v);
+  kc.spill_dir = kv.spill_dir;
+  return kc;
 }
 
 namespace {
 
-// Why a session with these paging settings cannot run on CUDA, or empty when it can.
-std::string paging_needs_cpu(const KvPaging& p) {
-  if (p.attention == KvAttention::Exact) return {};
+// Why a session with these KV settings cannot run on CUDA, or empty when it can.
+std::string kv_needs_cpu(const kv::KvSettings& p) {
+  if (p.attention == kv::KvAttention::Exact) return {};
   return fmt::format("--attention {} runs on the CPU only (the CUDA session attends exactly)",
-                     kv_attention_name(p));
+                     kv::kv_attention_name(p));
 }
 
 Expected<SessionChoice> make_cpu(const Model& model, const SessionParams& params,
                                  const BackendOptions& opts, std::string note) {
   cpu::CpuSessionParams cp;
   cp.n_ubatch = opts.n_ubatch;
-  cp.paging = opts.paging;
+  cp.kv = opts.kv;
   auto s = cpu::CpuSession::create(model, params, cp);
   if (!s) return s.error();
   SessionChoice c;
@@ -142,7 +114,7 @@ Expected<SessionChoice> make_cuda(const Model& model, const SessionParams& param
   cuda::CudaSessionParams cp;
   cp.device = probe.index;
   cp.n_ubatch = opts.n_ubatch;
-  cp.paging = opts.paging;
+  cp.kv = opts.kv;
   auto s = cuda::CudaSession::create(model, params, cp);
   if (!s) return s.error();
   SessionChoice c;
@@ -160,7 +132,7 @@ Expected<SessionChoice> make_cuda(const Model& model, const SessionParams& param
 Expected<SessionChoice> create_session(const Model& model, const SessionParams& params,
                                        const BackendOptions& opts) {
   if (opts.device == DeviceKind::Cpu) return make_cpu(model, params, opts, {});
-  const std::string cpu_only = paging_needs_cpu(opts.paging);
+  const std::string cpu_only = kv_needs_cpu(opts.kv);
   if (opts.device == DeviceKind::Cuda && !cpu_only.empty())
     return make_error("--device cuda: {}; use --device cpu or auto", cpu_only);
 

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "engine/common/expected.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/kv/tier_policy.h"
 #include "engine/model/model.h"
 #include "engine/session/session.h"
 
@@ -40,42 +42,16 @@ CudaProbe probe_cuda();
 /// True when this binary was built with the CUDA backend (SPILLWAY_CUDA).
 bool cuda_built();
 
-/// How a session's KV is attended over the tiered cache (../shared/DESIGN.md §4). Exact is the
-/// default; the other two are approximations, opt-in and labelled wherever results are shown.
-enum class KvAttention {
-  Exact,      // every position: the window and the cold blocks, merged exactly
-  Streaming,  // StreamingLLM: the sink blocks and the recent window only
-  TopK,       // Quest: the window and the top_k cold blocks per KV head by key min/max bound
-};
-
-/// The tiered, paged KV cache's settings (the fields of kv::KvCacheConfig a user sets, and the
-/// attention mode). Both sessions run on the paged cache; the approximate modes on the CPU only.
-struct KvPaging {
-  int64_t block_size = 256;      // --kv-block: tokens per block (>= 1)
-  int64_t n_sinks = 4;           // --kv-sinks: attention-sink tokens kept in the window (>= 0)
-  int64_t window_tokens = 4096;  // --kv-window: recent tokens kept in the window (>= 1)
-  int64_t host_budget = -1;      // --host-budget, bytes (all layers, K + V); < 0: no limit
-  int64_t disk_budget = 0;       // --disk-budget, bytes; 0: no disk tier
-  std::string spill_dir;         // --spill-dir: where the disk tier's spill file goes
-  KvAttention attention = KvAttention::Exact;  // --attention
-  int64_t top_k = 0;  // cold blocks per KV head under TopK (>= 1 there, unused otherwise)
-
-  /// True when every setting but spill_dir is the default (the CUDA session then sizes its GPU
-  /// window to the whole context, or to what fits).
-  bool is_default() const;
-};
-
-/// "exact" | "streaming" | "topk:K" (K >= 1) into p.attention and p.top_k. Error: "unknown
-/// attention mode 'X' (accepted: exact, streaming, topk:K with K >= 1)".
-Status parse_kv_attention(std::string_view s, KvPaging& p);
-/// "exact", "streaming" or "topk:8"; the approximate ones as "streaming (approximate)" when
-/// `labelled`.
-std::string kv_attention_name(const KvPaging& p, bool labelled = false);
+/// A session's KV cache config: the tier policy's input (engine/kv/tier_policy.h) with the
+/// model's KV shape, the context (params.n_ctx, or the trained context when 0), the KV types and
+/// the settings `kv` with the window resolved for `home`. Both sessions make their cache from it.
+kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& params,
+                                  const kv::KvSettings& kv, kv::WindowHome home);
 
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;
   int64_t n_ubatch = 512;  // tokens per prefill step
-  KvPaging paging;         // the tiered KV cache (both sessions; approximate modes: CPU only)
+  kv::KvSettings kv;       // the tiered KV cache (both sessions; approximate modes: CPU only)
 };
 
 struct SessionChoice {

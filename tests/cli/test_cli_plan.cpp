@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -85,9 +86,10 @@ TEST(CliPlan, NoBudgetsNoGpuFitsAndSaysSoInText) {
 
 TEST(CliPlan, BudgetsSplitTheTiers) {
   // 2048 tokens in blocks of 16 (10 KiB each): a window of 1 sink + 16 recent blocks, 20 blocks
-  // in 200K of host RAM beside it (170K of window), the rest on disk.
-  const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block",
-                           "16", "--kv-window", "256", "--ram", "370K", "--disk", "2M", "--json"});
+  // in 200K of host RAM (the window, 170K, is not counted in it), the rest on disk.
+  const CliResult r =
+      run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block", "16", "--kv-window",
+           "256", "--host-budget", "200K", "--disk-budget", "2M", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = parse_one_object(r.out);
   EXPECT_EQ(j["kv_bytes_per_token"], 640);
@@ -100,14 +102,15 @@ TEST(CliPlan, BudgetsSplitTheTiers) {
   EXPECT_EQ(j["window_bytes"].get<int64_t>() + j["host_bytes"].get<int64_t>() +
                 j["disk_bytes"].get<int64_t>(),
             j["kv_bytes"].get<int64_t>());
-  EXPECT_EQ(j["budgets"]["ram"], 370 * 1024);
+  EXPECT_EQ(j["budgets"]["host_budget"], 200 * 1024);
   EXPECT_TRUE(j["budgets"]["vram"].is_null());
   expect_probes(j);
 }
 
 TEST(CliPlan, TooSmallBudgetsStillExit0WithSuggestions) {
-  const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block",
-                           "16", "--kv-window", "16", "--ram", "64K", "--vram", "8G", "--json"});
+  const CliResult r =
+      run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block", "16", "--kv-window",
+           "16", "--host-budget", "64K", "--vram", "8G", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = parse_one_object(r.out);
   EXPECT_EQ(j["fits"], false);
@@ -129,10 +132,14 @@ TEST(CliPlan, BadFlagsAreRefused) {
     std::string message;
   };
   const Case cases[] = {
+      {{"plan", "-m", m, "--host-budget", "12Q"}, "--host-budget: invalid size '12Q'"},
+      {{"plan", "-m", m, "--disk-budget", "lots"}, "--disk-budget: invalid size 'lots'"},
       {{"plan", "-m", m, "--ram", "12Q"}, "--ram: invalid size '12Q'"},
       {{"plan", "-m", m, "--disk", "lots"}, "--disk: invalid size 'lots'"},
       {{"plan", "-m", m, "--vram=-4G"}, "--vram: invalid size '-4G'"},
-      {{"plan", "-m", m, "--ram", "99999999999T"}, "--ram: invalid size"},
+      {{"plan", "-m", m, "--host-budget", "99999999999T"}, "--host-budget: invalid size"},
+      {{"plan", "-m", m, "--ram", "1M", "--host-budget", "1M"}, "the same setting"},
+      {{"plan", "-m", m, "--kv-window", "none"}, "--kv-window 'none'"},
       {{"plan", "-m", m, "--cache-type-k", "q4_0"}, "unknown KV cache type 'q4_0'"},
       {{"plan", "-m", m, "--cache-type-v", "q8_0"}, "q8_0 KV cache needs head_dim_v % 32 == 0"},
       {{"plan", "-m", m, "--kv-block", "0"}, "--kv-block 0"},
@@ -147,8 +154,8 @@ TEST(CliPlan, BadFlagsAreRefused) {
   }
 }
 
-// Without --ram the whole cold part is planned into RAM: a context whose KV is more than this
-// machine's memory (640 B x 2^31 tokens = 1.25 TiB) gets a warning naming both sizes, in the
+// Without --host-budget the whole cold part is planned into RAM: a context whose KV is more than
+// this machine's memory (640 B x 2^31 tokens = 1.25 TiB) gets a warning naming both sizes, in the
 // JSON and in the text.
 TEST(CliPlan, MoreKvThanPhysicalMemoryIsWarned) {
   const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648", "--json"});
@@ -159,11 +166,79 @@ TEST(CliPlan, MoreKvThanPhysicalMemoryIsWarned) {
             std::string::npos);
   const CliResult t = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648"});
   EXPECT_NE(t.out.find("warning     KV in RAM 1.2 TiB"), std::string::npos) << t.out;
-  // With a RAM budget the plan keeps to it: no warning.
+  // With a host budget the plan keeps to it: no warning.
   const CliResult b =
-      run({"plan", "-m", stories_shaped().string(), "-c", "4096", "--ram", "1M", "--json"});
+      run({"plan", "-m", stories_shaped().string(), "-c", "4096", "--host-budget", "1M", "--json"});
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_TRUE(parse_one_object(b.out)["warnings"].empty());
+}
+
+// plan and generate mean the same by the same flags: for budgets, blocks, windows and sinks
+// that limit the context, plan's max_tokens is the N of generate's "context full: N tokens fit"
+// (a prompt longer than any of them), to the token. The deprecated --ram says what --host-budget
+// says.
+TEST(CliPlan, PlanAndGenerateAgreeToTheTokenOnWhatFits) {
+  const fs::path prompt = tmp_dir() / "long-prompt.txt";
+  {
+    std::ofstream out(prompt);
+    for (int i = 0; i < 7000; ++i) out << "the cat sat on the mat ";
+  }
+  struct Case {
+    std::vector<std::string> kv;  // the KV flags, given to both commands
+    std::string ctx;
+    int64_t expect;  // tokens that fit, worked out by hand (a 16-token block is 10 KiB)
+  };
+  const Case cases[] = {
+      // 1 sink + 1 recent block; 8K holds no 10K block.
+      {{"--kv-block", "16", "--kv-window", "16", "--host-budget", "8K"}, "1024", 2 * 16},
+      // No sinks, 4 recent blocks, 2 host blocks.
+      {{"--kv-block", "16", "--kv-window", "64", "--kv-sinks", "0", "--host-budget", "20K"},
+       "1000",
+       6 * 16},
+      // 2 window blocks, 2 host, 5 disk.
+      {{"--kv-block", "16", "--kv-window", "16", "--host-budget", "25K", "--disk-budget", "50K"},
+       "1000",
+       9 * 16},
+      // Blocks of 256 (160 KiB), the auto window (4096 + 4 sinks: 17 blocks), 6 host blocks.
+      {{"--kv-window", "auto", "--host-budget", "1M"}, "9000", 23 * 256},
+      // Blocks of 32 (20 KiB): 1 sink + 4 recent, no host RAM, 5 disk blocks.
+      {{"--kv-block", "32", "--kv-window", "100", "--host-budget", "0", "--disk-budget", "100K"},
+       "1000",
+       10 * 32},
+      // 20 sinks (2 blocks) + 3 recent, 1 host, 3 disk; a context not a multiple of the block.
+      {{"--kv-block", "16", "--kv-window", "40", "--kv-sinks", "20", "--host-budget", "15K",
+        "--disk-budget", "30K"},
+       "777",
+       9 * 16},
+      // The old spelling of plan (a note on stderr; generate says --host-budget).
+      {{"--kv-block", "16", "--kv-window", "16", "--host-budget", "25K"}, "1000", 4 * 16},
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(i);
+    std::vector<std::string> plan = {"plan", "-m",  stories_shaped().string(),
+                                     "-c",   c.ctx, "--json"};
+    std::vector<std::string> kv = c.kv;
+    if (i + 1 == std::size(cases))
+      std::replace(kv.begin(), kv.end(), std::string("--host-budget"), std::string("--ram"));
+    plan.insert(plan.end(), kv.begin(), kv.end());
+    const CliResult p = run(plan);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    if (i + 1 == std::size(cases)) {
+      EXPECT_NE(p.err.find("--ram is deprecated: use --host-budget"), std::string::npos) << p.err;
+    }
+    const nlohmann::json j = parse_one_object(p.out);
+    EXPECT_EQ(j["max_tokens"].get<int64_t>(), c.expect) << p.out;
+
+    std::vector<std::string> gen = {
+        "generate", "-m", stories_shaped().string(), "-c", c.ctx, "-f", prompt.string(), "-n", "1"};
+    gen.insert(gen.end(), c.kv.begin(), c.kv.end());
+    const CliResult g = run(gen);
+    EXPECT_EQ(g.exit_code, 1);
+    const std::string want =
+        "context full: " + std::to_string(c.expect) + " tokens fit in the budgets you set (";
+    EXPECT_NE(g.err.find(want), std::string::npos) << g.err;
+  }
 }
 
 }  // namespace

@@ -363,13 +363,13 @@ TEST(CudaSession, CreateRefusesWhatItCannotRun) {
   // The approximate attention modes run on the CPU only; auto falls back, saying why.
   cuda::CudaSessionParams cp;
   cp.device = probe_cuda().index;
-  ASSERT_TRUE(parse_kv_attention("streaming", cp.paging).ok());
+  ASSERT_TRUE(kv::parse_kv_attention("streaming", cp.kv).ok());
   auto streaming = cuda::CudaSession::create(*model, sp, cp);
   ASSERT_FALSE(streaming.ok());
   EXPECT_EQ(streaming.error().message,
             "--attention streaming runs on the CPU only (the CUDA session attends exactly)");
   BackendOptions opts;
-  opts.paging = cp.paging;
+  opts.kv = cp.kv;
   auto choice = create_session(*model, sp, opts);
   ASSERT_TRUE(choice.ok()) << choice.error().message;
   EXPECT_EQ(choice->device, DeviceKind::Cpu);
@@ -386,8 +386,8 @@ TEST(CudaSession, CreateRefusesWhatItCannotRun) {
   sp.n_ctx = int64_t{1} << 30;
   cuda::CudaSessionParams big;
   big.device = probe_cuda().index;
-  big.paging.window_tokens = int64_t{1} << 30;  // 2 x 2 layers x 2^30 x 64 x 2 B = 512 GiB
-  big.paging.host_budget = 0;
+  big.kv.window_tokens = int64_t{1} << 30;  // 2 x 2 layers x 2^30 x 64 x 2 B = 512 GiB
+  big.kv.host_budget = 0;
   auto huge = cuda::CudaSession::create(*model, sp, big);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.error().message.rfind("model needs ", 0), 0u) << huge.error().message;
@@ -443,8 +443,8 @@ TEST(CudaSession, FactoryPicksCudaWhenUsable) {
 
 // Spilling forced: a window of one 16-token block (plus the sink block), a host budget of two
 // blocks, the rest on disk; prefill in ubatches of 16, so later ubatches stage cold blocks.
-KvPaging forced_spill(const std::string& spill_dir, int64_t block_bytes) {
-  KvPaging p;
+kv::KvSettings forced_spill(const std::string& spill_dir, int64_t block_bytes) {
+  kv::KvSettings p;
   p.block_size = 16;
   p.window_tokens = 16;
   p.n_sinks = 4;
@@ -469,17 +469,20 @@ TEST(CudaTiered, SpilledGreedyEqualsCpuAndNoColdBytesReachTheGpuInDecode) {
       SessionParams sp;
       sp.kv_type_k = sp.kv_type_v = kv;
       sp.n_threads = 4;
-      const cuda::KvGeometry g = cuda::kv_geometry(model->config(), sp, 16);
-      const KvPaging paging = forced_spill(dir.path(), g.block_bytes);
+      kv::KvSettings block16;
+      block16.block_size = 16;
+      auto g = kv::plan_tiers(kv_cache_config(*model, sp, block16, kv::WindowHome::Device));
+      ASSERT_TRUE(g.ok()) << g.error().message;
+      const kv::KvSettings paging = forced_spill(dir.path(), g->block_bytes);
       cpu::CpuSessionParams cpp;
       cpp.n_ubatch = 16;
-      cpp.paging = paging;
+      cpp.kv = paging;
       auto cpu = cpu::CpuSession::create(*model, sp, cpp);
       ASSERT_TRUE(cpu.ok()) << cpu.error().message;
       cuda::CudaSessionParams cp;
       cp.device = probe_cuda().index;
       cp.n_ubatch = 16;
-      cp.paging = paging;
+      cp.kv = paging;
       auto gpu = cuda::CudaSession::create(*model, sp, cp);
       ASSERT_TRUE(gpu.ok()) << gpu.error().message;
       const std::vector<int32_t> prompt = make_prompt(100, spec.n_vocab);

@@ -59,7 +59,7 @@ struct KvSetup {
   int64_t sinks = 4;
   int64_t host_blocks = -1;  // host budget in blocks; < 0: no limit
   int64_t disk_bytes = 0;
-  KvAttention attention = KvAttention::Exact;
+  kv::KvAttention attention = kv::KvAttention::Exact;
   int64_t top_k = 0;
   int threads = 2;
   int64_t ubatch = 512;
@@ -80,15 +80,15 @@ std::unique_ptr<cpu::CpuSession> make(const Model& m, const KvSetup& u, const st
   sp.n_threads = u.threads;
   cpu::CpuSessionParams cp;
   cp.n_ubatch = u.ubatch;
-  cp.paging.block_size = u.block;
-  cp.paging.window_tokens = u.window;
-  cp.paging.n_sinks = u.sinks;
-  cp.paging.host_budget =
+  cp.kv.block_size = u.block;
+  cp.kv.window_tokens = u.window;
+  cp.kv.n_sinks = u.sinks;
+  cp.kv.host_budget =
       u.host_blocks < 0 ? -1 : u.host_blocks * block_bytes(m.config(), u.block, u.kv);
-  cp.paging.disk_budget = u.disk_bytes;
-  cp.paging.spill_dir = spill;
-  cp.paging.attention = u.attention;
-  cp.paging.top_k = u.top_k;
+  cp.kv.disk_budget = u.disk_bytes;
+  cp.kv.spill_dir = spill;
+  cp.kv.attention = u.attention;
+  cp.kv.top_k = u.top_k;
   auto s = cpu::CpuSession::create(m, sp, cp);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(*s) : nullptr;
@@ -283,9 +283,9 @@ TEST(TieredSession, ApproximateModesDifferOnceColdBlocksExist) {
 
   KvSetup exact = spilled(16, 10);
   KvSetup streaming = exact;
-  streaming.attention = KvAttention::Streaming;
+  streaming.attention = kv::KvAttention::Streaming;
   KvSetup topk = exact;
-  topk.attention = KvAttention::TopK;
+  topk.attention = kv::KvAttention::TopK;
   topk.top_k = 2;
   KvSetup topk_all = topk;
   topk_all.top_k = 1000;  // every cold block: exact up to rounding
@@ -307,15 +307,15 @@ TEST(TieredSession, ApproximateModesDifferOnceColdBlocksExist) {
   EXPECT_EQ(st.logits, se.logits);
 
   // Labelled.
-  KvPaging p;
-  EXPECT_EQ(kv_attention_name(p, true), "exact");
-  ASSERT_TRUE(parse_kv_attention("streaming", p).ok());
-  EXPECT_EQ(kv_attention_name(p, true), "streaming (approximate)");
-  ASSERT_TRUE(parse_kv_attention("topk:8", p).ok());
+  kv::KvSettings p;
+  EXPECT_EQ(kv::kv_attention_name(p, true), "exact");
+  ASSERT_TRUE(kv::parse_kv_attention("streaming", p).ok());
+  EXPECT_EQ(kv::kv_attention_name(p, true), "streaming (approximate)");
+  ASSERT_TRUE(kv::parse_kv_attention("topk:8", p).ok());
   EXPECT_EQ(p.top_k, 8);
-  EXPECT_EQ(kv_attention_name(p, true), "topk:8 (approximate)");
+  EXPECT_EQ(kv::kv_attention_name(p, true), "topk:8 (approximate)");
   for (const char* bad : {"topk:0", "topk:", "topk:x", "fast", "topk:-1"}) {
-    auto st_bad = parse_kv_attention(bad, p);
+    auto st_bad = kv::parse_kv_attention(bad, p);
     ASSERT_FALSE(st_bad.ok()) << bad;
     EXPECT_NE(st_bad.error().message.find("exact, streaming, topk:K"), std::string::npos);
   }
@@ -398,7 +398,7 @@ TEST(TieredSession, SnapshotSkipsTheRestoredPrefill) {
   const std::vector<int32_t> prompt = random_prompt(150, spec.n_vocab, 21);
   const std::string snap = dir.file("prompt.kv");
 
-  for (const KvAttention mode : {KvAttention::Exact, KvAttention::TopK}) {
+  for (const kv::KvAttention mode : {kv::KvAttention::Exact, kv::KvAttention::TopK}) {
     KvSetup u = spilled(16, 10);
     u.attention = mode;
     u.top_k = 2;
@@ -454,10 +454,10 @@ TEST(TieredSession, NonDefaultPagingRunsOnTheCpu) {
   auto m = load_test_model(dir, TestModelSpec{});
   ASSERT_NE(m, nullptr);
   BackendOptions opts;
-  opts.paging.window_tokens = 64;
-  opts.paging.block_size = 16;
+  opts.kv.window_tokens = 64;
+  opts.kv.block_size = 16;
   // The approximate modes run on the CPU only; --device cuda refuses them with that reason.
-  ASSERT_TRUE(parse_kv_attention("topk:4", opts.paging).ok());
+  ASSERT_TRUE(kv::parse_kv_attention("topk:4", opts.kv).ok());
   opts.device = DeviceKind::Cuda;
   auto c = create_session(*m, SessionParams{}, opts);
   ASSERT_FALSE(c.ok());
@@ -470,11 +470,13 @@ TEST(TieredSession, NonDefaultPagingRunsOnTheCpu) {
   EXPECT_NE(a->note.find("running on the CPU"), std::string::npos) << a->note;
   auto* cpu = dynamic_cast<cpu::CpuSession*>(a->session.get());
   ASSERT_NE(cpu, nullptr);
-  EXPECT_EQ(cpu->paging().window_tokens, 64);
+  EXPECT_EQ(cpu->kv_settings().window_tokens, 64);
+  EXPECT_EQ(cpu->cache().config().window_tokens, 64);
   EXPECT_EQ(cpu->cache().config().block_size, 16);
-  KvPaging d;
+  kv::KvSettings d;
   d.spill_dir = "/somewhere";
-  EXPECT_TRUE(d.is_default()) << "the spill folder alone changes nothing for CUDA";
+  EXPECT_EQ(kv::window_tokens(d, kv::WindowHome::Device, 1024), 1024)
+      << "the spill folder alone changes nothing for CUDA: the window stays auto";
 }
 
 }  // namespace

@@ -25,15 +25,13 @@
 #include "engine/gguf/ggml_types.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_storage.h"
-#include "engine/kv/limits.h"
+#include "engine/kv/tier_policy.h"
 #include "tests/support/test_model.h"
 
 namespace spw::kv {
 namespace {
 
 constexpr int64_t kSpareSlots = 2;  // window slots beyond the window's blocks (kv_cache.cpp)
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Deterministic "random" values of K (which = 0) and V (which = 1) for (layer, pos, i), so a
 // check regenerates what was stored instead of keeping it.
@@ -317,8 +315,7 @@ void run_scenario(const Scenario& sc) {
   std::shared_ptr<FakeDeviceWindow> dev;
   if (sc.device) {
     // The largest ubatch of the scenario: the prefill or 17.
-    const int64_t slots = window_pool_slots(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks,
-                                            std::max<int64_t>(sc.prefill, 17));
+    const int64_t slots = plan_tiers(c)->pool_slots(std::max<int64_t>(sc.prefill, 17));
     dev = std::make_shared<FakeDeviceWindow>(slots, bb);
     c.device_window = dev;
   }
@@ -687,7 +684,7 @@ void read_block_restore_round_trip(bool device) {
   std::shared_ptr<FakeDeviceWindow> dev_a, dev_b;
   KvCacheConfig ca = c, cb = c;
   if (device) {
-    const int64_t slots = window_pool_slots(c.n_ctx, c.block_size, c.window_tokens, c.n_sinks, 77);
+    const int64_t slots = plan_tiers(c)->pool_slots(77);
     dev_a = std::make_shared<FakeDeviceWindow>(slots, formula_block_bytes(c));
     dev_b = std::make_shared<FakeDeviceWindow>(slots, formula_block_bytes(c));
     ca.device_window = dev_a;

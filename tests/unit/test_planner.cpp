@@ -57,7 +57,7 @@ const Suggestion* find(const Plan& p, const std::string& kind) {
   return nullptr;
 }
 
-// The value after the flag name: "--ram 9M" -> "9M".
+// The value after the flag name: "--host-budget 9M" -> "9M".
 std::string flag_value(const Suggestion& s) { return s.flag.substr(s.flag.find(' ') + 1); }
 
 TEST(PlannerBytes, F16IsTwoBytesPerElement) {
@@ -117,13 +117,13 @@ TEST(PlannerInput, BadValuesAreErrors) {
   in.n_ctx = 0;
   EXPECT_NE(plan_error(in).find("context"), std::string::npos);
   in = stories();
-  in.block_size = 0;
+  in.kv.block_size = 0;
   EXPECT_NE(plan_error(in).find("--kv-block"), std::string::npos);
   in = stories();
-  in.window_tokens = 0;
+  in.kv.window_tokens = 0;
   EXPECT_NE(plan_error(in).find("--kv-window"), std::string::npos);
   in = stories();
-  in.n_sinks = -1;
+  in.kv.n_sinks = -1;
   EXPECT_NE(plan_error(in).find("--kv-sinks"), std::string::npos);
   in = stories();
   in.type_k = GgmlType::Q4_K;
@@ -149,9 +149,9 @@ TEST(PlannerSplit, NoBudgetsEverythingFitsInRam) {
   EXPECT_TRUE(p.suggestions.empty());
 }
 
-// 32K of Llama-3-8B KV is 4 GiB: without a RAM budget it all goes to RAM, so a 2 GiB machine
-// gets a warning (the plan still "fits" the budgets it was given); a RAM budget or an unknown
-// machine size gives none.
+// 32K of Llama-3-8B KV is 4 GiB: without a host budget it all goes to RAM, so a 2 GiB machine
+// gets a warning (the plan still "fits" the budgets it was given); a host budget that keeps the
+// RAM part (window + host) under the machine's, or an unknown machine size, gives none.
 TEST(PlannerSplit, MoreKvInRamThanTheMachineHasIsWarned) {
   PlanInput in = llama3_8b();
   in.n_ctx = 32768;
@@ -160,15 +160,15 @@ TEST(PlannerSplit, MoreKvInRamThanTheMachineHasIsWarned) {
   EXPECT_TRUE(p.fits);
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_EQ(p.warnings[0],
-            "KV in RAM 4.0 GiB is more than this machine's 2.0 GiB of memory: give --ram (and "
-            "--disk), a shorter -c or q8_0 KV");
+            "KV in RAM 4.0 GiB is more than this machine's 2.0 GiB of memory: give --host-budget "
+            "(and --disk-budget), a shorter -c or q8_0 KV");
   in.physical_ram = int64_t{8} * kGiB;
   EXPECT_TRUE(plan_ok(in).warnings.empty());
   in.physical_ram = 0;
   EXPECT_TRUE(plan_ok(in).warnings.empty());
   in.physical_ram = int64_t{2} * kGiB;
-  in.ram = int64_t{1} * kGiB;
-  in.disk = int64_t{8} * kGiB;
+  in.kv.host_budget = int64_t{1} * kGiB;  // + the 544 MiB window: 1.5 GiB of RAM
+  in.kv.disk_budget = int64_t{8} * kGiB;
   EXPECT_TRUE(plan_ok(in).warnings.empty());
 }
 
@@ -186,12 +186,12 @@ TEST(PlannerSplit, ShortContextLivesInTheWindow) {
 TEST(PlannerSplit, BudgetsFillHostThenDisk) {
   PlanInput in = stories();
   in.n_ctx = 4000;  // 16 blocks, the last partial
-  in.block_size = 256;
-  in.window_tokens = 512;
-  in.n_sinks = 4;
+  in.kv.block_size = 256;
+  in.kv.window_tokens = 512;
+  in.kv.n_sinks = 4;
   const int64_t block = 256 * 640;
-  in.ram = 3 * block + 5 * block + block / 2;  // the window, 5 host blocks and a half
-  in.disk = 8 * block;
+  in.kv.host_budget = 5 * block + block / 2;  // 5 host blocks and a half (the window apart)
+  in.kv.disk_budget = 8 * block;
   const Plan p = plan_ok(in);
   EXPECT_EQ(p.block_bytes, block);
   EXPECT_EQ(p.window.blocks, 3);  // 1 sink block + 2 recent
@@ -202,37 +202,69 @@ TEST(PlannerSplit, BudgetsFillHostThenDisk) {
   EXPECT_EQ(p.window.tokens + p.host.tokens + p.disk.tokens, 4000);
   EXPECT_EQ(p.host.bytes, 5 * block);
   EXPECT_EQ(p.disk.bytes, 8 * block);
-  EXPECT_EQ(p.ram_kv_bytes, 8 * block);
-  EXPECT_LE(p.ram_kv_bytes, in.ram);
-  EXPECT_LE(p.disk.bytes, in.disk);
+  EXPECT_EQ(p.ram_kv_bytes, 8 * block);  // the window (in RAM: no GPU) + the host tier
+  EXPECT_EQ(p.ram_kv_bytes, p.window.bytes + p.host.bytes);
+  EXPECT_LE(p.host.bytes, in.kv.host_budget);
+  EXPECT_LE(p.disk.bytes, in.kv.disk_budget);
 }
 
 TEST(PlannerSplit, GpuHoldsWeightsAndWindow) {
   PlanInput in = llama3_8b();
   in.n_ctx = 32768;
   in.vram = 24 * kGiB;
-  in.ram = 2 * kGiB;
-  in.disk = 100 * kGiB;
+  in.kv.window_tokens = 4096;
+  in.kv.host_budget = 2 * kGiB;
+  in.kv.disk_budget = 100 * kGiB;
   const Plan p = plan_ok(in);
   EXPECT_TRUE(p.gpu);
   EXPECT_TRUE(p.fits);
   EXPECT_EQ(p.vram_bytes, in.weights_bytes + p.window.bytes);
-  // The RAM budget is all host tier when the window is on the GPU.
+  // The host budget is all host tier, and the RAM KV is the host tier alone with the window on
+  // the GPU.
   EXPECT_EQ(p.host.blocks, 2 * kGiB / p.block_bytes);
   EXPECT_EQ(p.ram_kv_bytes, p.host.bytes);
   EXPECT_EQ(p.disk.blocks, p.n_blocks - p.window.blocks - p.host.blocks);
 }
 
+// --kv-window auto on a GPU: the whole context when it fits beside the weights, else as many
+// recent blocks as do (the rest spills to the host tier); an explicit window is kept.
+TEST(PlannerSplit, GpuAutoWindowIsTheContextOrWhatFitsTheVram) {
+  PlanInput in = llama3_8b();
+  in.n_ctx = 32768;  // 128 blocks of 32 MiB: 4 GiB
+  in.vram = 24 * kGiB;
+  Plan p = plan_ok(in);
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(p.window_tokens, 32768);
+  EXPECT_EQ(p.window.blocks, 128);
+  EXPECT_EQ(p.host.blocks + p.disk.blocks, 0);
+  EXPECT_EQ(p.vram_bytes, in.weights_bytes + int64_t{4} * kGiB);
+  EXPECT_EQ(p.ram_kv_bytes, 0);
+
+  // 6 GiB less 4700 MiB of weights leave 1444 MiB: 45 blocks, the sink block and 44 recent.
+  in.vram = 6 * kGiB;
+  p = plan_ok(in);
+  EXPECT_TRUE(p.fits) << (p.problems.empty() ? "" : p.problems[0]);
+  EXPECT_EQ(p.window_tokens, 44 * 256);
+  EXPECT_EQ(p.window.blocks, 45);
+  EXPECT_EQ(p.host.blocks, 128 - 45);
+  EXPECT_LE(p.vram_bytes, in.vram);
+
+  in.kv.window_tokens = 4096;
+  p = plan_ok(in);
+  EXPECT_EQ(p.window_tokens, 4096);
+  EXPECT_EQ(p.window.blocks, 17);
+}
+
 TEST(PlannerFit, TooLittleRoomSuggestsContextRamDiskAndQ8_0) {
   PlanInput in = llama3_8b();
   in.n_ctx = 65536;  // 8 GiB of f16 KV, 4.25 GiB of q8_0
-  in.ram = 5 * kGiB;
+  in.kv.host_budget = 5 * kGiB;
   const Plan p = plan_ok(in);
   ASSERT_FALSE(p.fits);
   EXPECT_LT(p.max_tokens, in.n_ctx);
   EXPECT_FALSE(p.problems.empty());
-  // What the budgets hold: 5 GiB of 32 MiB blocks = 160 blocks; the window's 17 among them.
-  EXPECT_EQ(p.max_tokens, 160 * 256);
+  // What the budgets hold: the window's 17 blocks, and 5 GiB of 32 MiB blocks = 160 host blocks.
+  EXPECT_EQ(p.max_tokens, (17 + 160) * 256);
 
   const Suggestion* ctx = find(p, "ctx");
   ASSERT_NE(ctx, nullptr);
@@ -250,19 +282,21 @@ TEST(PlannerFit, TooLittleRoomSuggestsContextRamDiskAndQ8_0) {
 
   const Suggestion* ram = find(p, "ram");
   ASSERT_NE(ram, nullptr);
+  EXPECT_EQ(ram->flag.rfind("--host-budget ", 0), 0u) << ram->flag;
   auto ram_value = parse_size(flag_value(*ram));
   ASSERT_TRUE(ram_value.ok()) << ram->flag;
-  EXPECT_GE(*ram_value, p.kv_bytes);
+  EXPECT_GE(*ram_value, p.kv_bytes - p.window.bytes);  // every block out of the window
   PlanInput more_ram = in;
-  more_ram.ram = *ram_value;
+  more_ram.kv.host_budget = *ram_value;
   EXPECT_TRUE(plan_ok(more_ram).fits) << ram->flag;
 
   const Suggestion* disk = find(p, "disk");
   ASSERT_NE(disk, nullptr);
+  EXPECT_EQ(disk->flag.rfind("--disk-budget ", 0), 0u) << disk->flag;
   auto disk_value = parse_size(flag_value(*disk));
   ASSERT_TRUE(disk_value.ok()) << disk->flag;
   PlanInput with_disk = in;
-  with_disk.disk = *disk_value;
+  with_disk.kv.disk_budget = *disk_value;
   const Plan d = plan_ok(with_disk);
   EXPECT_TRUE(d.fits) << disk->flag;
   EXPECT_GT(d.disk.blocks, 0);
@@ -271,8 +305,8 @@ TEST(PlannerFit, TooLittleRoomSuggestsContextRamDiskAndQ8_0) {
 TEST(PlannerFit, Q8_0IsNotSuggestedWhenItDoesNotHelp) {
   PlanInput in = stories();  // head_dim 8: q8_0 impossible
   in.n_ctx = 4096;
-  in.window_tokens = 256;
-  in.ram = 256 * 640 * 3;
+  in.kv.window_tokens = 256;
+  in.kv.host_budget = 256 * 640;  // one host block
   const Plan p = plan_ok(in);
   ASSERT_FALSE(p.fits);
   EXPECT_EQ(find(p, "cache-type"), nullptr);
@@ -283,14 +317,14 @@ TEST(PlannerFit, Q8_0IsNotSuggestedWhenItDoesNotHelp) {
 TEST(PlannerFit, WindowLargerThanVramSuggestsASmallerWindow) {
   PlanInput in = llama3_8b();
   in.n_ctx = 131072;
-  in.window_tokens = 65536;  // 8 GiB of window
-  in.vram = 8 * kGiB;        // 4.6 GiB weights leave ~3.4 GiB
+  in.kv.window_tokens = 65536;  // 8 GiB of window
+  in.vram = 8 * kGiB;           // 4.6 GiB weights leave ~3.4 GiB
   const Plan p = plan_ok(in);
   ASSERT_FALSE(p.fits);
   const Suggestion* w = find(p, "kv-window");
   ASSERT_NE(w, nullptr) << (p.suggestions.empty() ? "no suggestions" : p.suggestions[0].flag);
   PlanInput smaller = in;
-  smaller.window_tokens = std::stoll(flag_value(*w));
+  smaller.kv.window_tokens = std::stoll(flag_value(*w));
   const Plan s = plan_ok(smaller);
   EXPECT_TRUE(s.fits) << w->flag;
   EXPECT_LE(s.vram_bytes, in.vram);
@@ -299,6 +333,7 @@ TEST(PlannerFit, WindowLargerThanVramSuggestsASmallerWindow) {
 TEST(PlannerFit, WeightsLargerThanVramSuggestTheCpu) {
   PlanInput in = llama3_8b();
   in.vram = 2 * kGiB;
+  in.kv.window_tokens = 4096;
   const Plan p = plan_ok(in);
   ASSERT_FALSE(p.fits);
   EXPECT_NE(find(p, "cpu"), nullptr);
@@ -307,9 +342,9 @@ TEST(PlannerFit, WeightsLargerThanVramSuggestTheCpu) {
 TEST(PlannerPredict, CpuDecodeIsBytesOverBandwidth) {
   PlanInput in = stories();
   in.n_ctx = 4096;
-  in.window_tokens = 256;
-  in.ram = 256 * 640 * 4;  // window (2 blocks) + 2 host blocks
-  in.disk = 1 * kGiB;
+  in.kv.window_tokens = 256;          // window: 2 blocks
+  in.kv.host_budget = 256 * 640 * 2;  // 2 host blocks
+  in.kv.disk_budget = 1 * kGiB;
   in.ram_gb_per_s = 10;
   in.disk_read_gb_per_s = 1;
   in.disk_write_gb_per_s = 0.5;
@@ -334,6 +369,7 @@ TEST(PlannerPredict, GpuDecodeOverlapsTheTwoSides) {
   PlanInput in = llama3_8b();
   in.n_ctx = 32768;
   in.vram = 24 * kGiB;
+  in.kv.window_tokens = 4096;
   in.ram_gb_per_s = 20;
   in.gpu_gb_per_s = 1000;
   const Plan p = plan_ok(in);

@@ -13,7 +13,6 @@
 
 #include "engine/backend/cpu/ops.h"
 #include "engine/backend/cpu/quant_dot.h"
-#include "engine/kv/limits.h"
 #include "engine/kv/snapshot.h"
 
 namespace spw::cpu {
@@ -21,16 +20,6 @@ namespace spw::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Cold blocks are split so that one ubatch's attention has about this many jobs (decode: a
-// few per KV head, spread over the workers), but a chunk never holds fewer than
-// kMinChunkTokens positions (a job must outweigh its scheduling). A function of the ubatch
-// size and the shapes only, never of the thread count: results stay bit-identical.
-constexpr int64_t kTargetJobs = 64;
-constexpr int64_t kMinChunkTokens = 256;
-// Exact attention keeps one partial per (token, query head, block) when it splits a decode step
-// by block; above this many it runs one job per (token, KV head) instead (same arithmetic).
-constexpr int64_t kMaxBlockPartials = int64_t{1} << 16;
 
 int64_t ns_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
@@ -52,22 +41,6 @@ int64_t rss_bytes() {
   return static_cast<int64_t>(resident) * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// Window / cold split of the blocks before a query at position p (see cpu_session.h): the
-// window is [0, sink_end) and [cold_end, last + 1); the cold blocks are [sink_end, cold_end).
-struct QueryBlocks {
-  int64_t last = 0;      // the query's own block
-  int64_t sink_end = 0;  // min(sink blocks, last + 1)
-  int64_t cold_end = 0;  // first recent-window block (>= sink_end)
-};
-
-QueryBlocks query_blocks(int64_t p, int64_t bs, int64_t sink_blocks, int64_t window_blocks) {
-  QueryBlocks q;
-  q.last = p / bs;
-  q.sink_end = std::min(sink_blocks, q.last + 1);
-  q.cold_end = std::max(q.sink_end, q.last - window_blocks + 1);
-  return q;
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
@@ -77,25 +50,10 @@ Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
   if (params.n_threads < 0)
     return make_error("thread count {} must not be negative", params.n_threads);
   if (cpu.n_ubatch < 1) return make_error("ubatch size {} must be at least 1", cpu.n_ubatch);
-  if (cpu.paging.attention == KvAttention::TopK && cpu.paging.top_k < 1)
-    return make_error("topk attention needs K >= 1 (got {})", cpu.paging.top_k);
+  if (Status st = kv::validate(cpu.kv); !st) return st.error();
   const ModelConfig& c = model.config();
   if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
-
-  kv::KvCacheConfig kc;
-  kc.n_layer = c.n_layer;
-  kc.n_kv_heads = c.n_head_kv;
-  kc.head_dim = c.head_dim;
-  kc.head_dim_v = c.head_dim_v;
-  kc.n_ctx = params.n_ctx > 0 ? params.n_ctx : c.n_ctx_train;
-  kc.type_k = kv_ggml_type(params.kv_type_k);
-  kc.type_v = kv_ggml_type(params.kv_type_v);
-  kc.block_size = cpu.paging.block_size;
-  kc.n_sinks = cpu.paging.n_sinks;
-  kc.window_tokens = cpu.paging.window_tokens;
-  kc.host_budget = cpu.paging.host_budget;
-  kc.disk_budget = cpu.paging.disk_budget;
-  kc.spill_dir = cpu.paging.spill_dir;
+  const kv::KvCacheConfig kc = kv_cache_config(model, params, cpu.kv, kv::WindowHome::Ram);
   auto cache = kv::KvCache::create(kc);
   if (!cache) return cache.error();
   return std::unique_ptr<CpuSession>(new CpuSession(model, params, cpu, std::move(*cache)));
@@ -108,14 +66,12 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
       p_(params),
       cp_(cpu),
       pool_(resolve_threads(params.n_threads)),
-      cache_(std::move(cache)) {
-  // The cache cuts a block, window or sink count longer than the context to it
-  // (engine/kv/limits.h); the attention code must use the settings as applied.
-  cp_.paging.block_size = cache_->config().block_size;
-  cp_.paging.n_sinks = cache_->config().n_sinks;
-  cp_.paging.window_tokens = cache_->config().window_tokens;
-  kv_k_ = kv_ggml_type(p_.kv_type_k);
-  kv_v_ = kv_ggml_type(p_.kv_type_v);
+      cache_(std::move(cache)),
+      // The cache cuts a block, window or sink count longer than the context to it
+      // (engine/kv/tier_policy.h); attention follows the rule as applied.
+      attn_plan_(AttnDims{c_.n_layer, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v,
+                          kv_ggml_type(params.kv_type_k), kv_ggml_type(params.kv_type_v)},
+                 cache_->layout().window, cpu.kv.attention, cpu.kv.top_k) {
   lv_.resize(static_cast<size_t>(c_.n_layer));
   for (size_t il = 0; il < lv_.size(); ++il) {
     const LayerWeights& w = m_.layers[il];
@@ -132,10 +88,6 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
   const std::vector<float> factors = dequantize_vector(m_.rope_freqs);
   inv_freq_ = rope_inv_freq(c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
                             factors.empty() ? nullptr : factors.data());
-  if (cp_.paging.attention == KvAttention::TopK) {
-    kmin_.resize(static_cast<size_t>(c_.n_layer));
-    kmax_.resize(static_cast<size_t>(c_.n_layer));
-  }
 }
 
 int64_t CpuSession::n_ctx() const { return cache_->max_tokens(); }
@@ -234,8 +186,7 @@ Status CpuSession::eval(std::span<const int32_t> tokens, bool want_logits) {
     cache_->clear();
     n_past_ = 0;
     history_.clear();
-    for (auto& v : kmin_) v.clear();
-    for (auto& v : kmax_) v.clear();
+    attn_plan_.clear_key_bounds();
   }
 
   if (auto st = check_room(tokens, n_past_); !st) return st;
@@ -285,7 +236,7 @@ void CpuSession::ubatch(std::span<const int32_t> tokens, bool want_logits, bool 
     rope_cos_sin(inv_freq_.data(), c_.n_rot, base_ + t, 1.0f,
                  &rope_cs_[static_cast<size_t>(t * c_.n_rot)]);
   }
-  plan_attention(n);
+  attn_plan_.plan(base_, n, pool_.size());  // the same jobs for every layer
   for (int64_t il = 0; il < c_.n_layer; ++il) layer(il, n, store_kv);
 
   if (want_logits) {  // prefill is a flag: logits only for the last token
@@ -362,230 +313,18 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
   for (size_t i = 0; i < sz(n * n_embd); ++i) x_[i] += tmp_[i];
 }
 
-// The jobs of one ubatch's attention, the same for every layer: per (token, KV head) one window
-// job and the cold jobs (none under Streaming, one under TopK, chunks of the cold blocks under
-// Exact).
-void CpuSession::plan_attention(int64_t n) {
-  const KvPaging& pg = cp_.paging;
-  const int64_t bs = pg.block_size, n_kv = c_.n_head_kv;
-  const kv::WindowBlocks wb = kv::window_blocks(pg.n_sinks, pg.window_tokens, bs);
-  const QueryBlocks qlast = query_blocks(base_ + n - 1, bs, wb.sinks, wb.recent);
-  const int64_t cold_max = qlast.cold_end - qlast.sink_end;
-  const int64_t chunks_wanted = std::max<int64_t>(1, kTargetJobs / (n * n_kv));
-  const int64_t chunk_blocks =
-      std::max(kv::ceil_div(kMinChunkTokens, bs),
-               kv::ceil_div(std::max<int64_t>(cold_max, 1), chunks_wanted));
-
-  jobs_.clear();
-  first_slot_.assign(static_cast<size_t>(n * n_kv + 1), 0);
-  int64_t slot = 0;
-  if (pg.attention == KvAttention::Exact) {
-    // Every block of the query's causal range in position order, tier-blind (see AttnJob).
-    // Few (token, KV head) pairs (decode): one job per block, for parallelism, unless the
-    // per-block partials would take too much memory; otherwise one job per pair.
-    const int64_t n_rep = c_.n_head / n_kv;
-    const bool per_block = n * n_kv < 4 * static_cast<int64_t>(pool_.size()) &&
-                           n * n_kv * (qlast.last + 1) * n_rep <= kMaxBlockPartials;
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t last = (base_ + t) / bs;
-      for (int64_t g = 0; g < n_kv; ++g) {
-        first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
-        if (per_block) {
-          for (int64_t b = 0; b <= last; ++b)
-            jobs_.push_back(AttnJob{t, g, false, b, b + 1, slot++});
-        } else {
-          jobs_.push_back(AttnJob{t, g, false, 0, last + 1, slot++});
-        }
-      }
-    }
-    first_slot_.back() = slot;
-    const auto need = static_cast<size_t>(slot * n_rep);
-    if (parts_.size() < need) parts_.resize(need);
-    return;
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    const QueryBlocks qb = query_blocks(base_ + t, bs, wb.sinks, wb.recent);
-    for (int64_t g = 0; g < n_kv; ++g) {
-      first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
-      jobs_.push_back(AttnJob{t, g, false, 0, 0, slot++});
-      if (qb.cold_end == qb.sink_end || pg.attention == KvAttention::Streaming) continue;
-      const int64_t step =
-          pg.attention == KvAttention::TopK ? qb.cold_end - qb.sink_end : chunk_blocks;
-      for (int64_t b0 = qb.sink_end; b0 < qb.cold_end; b0 += step)
-        jobs_.push_back(AttnJob{t, g, true, b0, std::min(b0 + step, qb.cold_end), slot++});
-    }
-  }
-  first_slot_.back() = slot;
-  const auto need = static_cast<size_t>(slot * (c_.n_head / n_kv));
-  if (parts_.size() < need) parts_.resize(need);
-}
-
-// TopK's choice among cold blocks [b0, b1) for the GQA group of q (n_rep query heads) on KV
-// head g: the top_k blocks by Quest's upper bound of q . k, in position order.
-void CpuSession::select_top_k(int64_t il, const float* q, int64_t g, int64_t b0, int64_t b1,
-                              std::vector<int64_t>& out) const {
-  const int64_t hd = c_.head_dim, n_kv = c_.n_head_kv, n_rep = c_.n_head / n_kv;
-  const int64_t k = cp_.paging.top_k;
-  out.clear();
-  if (b1 - b0 <= k) {
-    for (int64_t b = b0; b < b1; ++b) out.push_back(b);
-    return;
-  }
-  thread_local std::vector<std::pair<float, int64_t>> scored;
-  scored.clear();
-  const std::vector<float>& mn = kmin_[static_cast<size_t>(il)];
-  const std::vector<float>& mx = kmax_[static_cast<size_t>(il)];
-  for (int64_t b = b0; b < b1; ++b) {
-    const float* lo = &mn[static_cast<size_t>((b * n_kv + g) * hd)];
-    const float* hi = &mx[static_cast<size_t>((b * n_kv + g) * hd)];
-    float bound = 0.0f;
-    for (int64_t r = 0; r < n_rep; ++r) {
-      const float* qr = q + r * hd;
-      for (int64_t d = 0; d < hd; ++d) bound += std::max(qr[d] * lo[d], qr[d] * hi[d]);
-    }
-    scored.emplace_back(bound, b);
-  }
-  std::partial_sort(scored.begin(), scored.begin() + k, scored.end(),
-                    [](const auto& a, const auto& b) {
-                      return a.first != b.first ? a.first > b.first : a.second < b.second;
-                    });
-  for (int64_t i = 0; i < k; ++i) out.push_back(scored[static_cast<size_t>(i)].second);
-  std::sort(out.begin(), out.end());
-}
-
-// Folds the stored keys of positions [p0, p1) of layer il into the per-block min/max (TopK).
-// Read back from the cache, so the bounds are those of the stored (rounded) keys.
-void CpuSession::update_key_bounds(int64_t il, int64_t p0, int64_t p1) {
-  const int64_t bs = cp_.paging.block_size, hd = c_.head_dim, n_kv = c_.n_head_kv;
-  std::vector<float>& mn = kmin_[static_cast<size_t>(il)];
-  std::vector<float>& mx = kmax_[static_cast<size_t>(il)];
-  std::vector<float> row(static_cast<size_t>(hd));
-  for (int64_t pos = p0; pos < p1; ++pos) {
-    const int64_t b = pos / bs, j = pos % bs;
-    const auto need = static_cast<size_t>((b + 1) * n_kv * hd);
-    if (mn.size() < need) {
-      mn.resize(need, INFINITY);
-      mx.resize(need, -INFINITY);
-    }
-    const kv::BlockView& view = views_[static_cast<size_t>(b)];
-    for (int64_t g = 0; g < n_kv; ++g) {
-      float* lo = &mn[static_cast<size_t>((b * n_kv + g) * hd)];
-      float* hi = &mx[static_cast<size_t>((b * n_kv + g) * hd)];
-      if (j == 0) {
-        std::fill(lo, lo + hd, INFINITY);
-        std::fill(hi, hi + hd, -INFINITY);
-      }
-      dequantize_row(kv_k_, view.k + row_size(kv_k_, (g * bs + j) * hd), row.data(), hd);
-      for (int64_t d = 0; d < hd; ++d) {
-        lo[d] = std::min(lo[d], row[static_cast<size_t>(d)]);
-        hi[d] = std::max(hi[d], row[static_cast<size_t>(d)]);
-      }
-    }
-  }
-}
-
-// Causal attention of the ubatch's n queries over the cache's blocks: window and cold jobs on
-// the pool, then the log-sum-exp merge and the normalisation per query head.
+// Causal attention of the ubatch's n queries over the cache's blocks (the scheduler's jobs on the
+// pool, then the log-sum-exp merge and the normalisation per query head).
 void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
-  const int64_t hd = c_.head_dim, hdv = c_.head_dim_v, n_kv = c_.n_head_kv;
-  const int64_t n_rep = c_.n_head / n_kv;  // GQA: kv_head = head / n_rep
-  const int64_t q_dim = c_.n_head * hd, bs = cp_.paging.block_size;
-  const kv::WindowBlocks wb = kv::window_blocks(cp_.paging.n_sinks, cp_.paging.window_tokens, bs);
-  const bool top_k = cp_.paging.attention == KvAttention::TopK;
-  const bool exact = cp_.paging.attention == KvAttention::Exact;
   cache_->blocks(il, base_ + n, views_);
-  if (top_k && store_kv) update_key_bounds(il, base_, base_ + n);  // the rows just stored
-  const AttnShape shape{n_rep, hd, hdv,
-                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
-
-  pool_.parallel_for(static_cast<int64_t>(jobs_.size()), [&](int64_t jb, int64_t je) {
-    thread_local std::vector<AttnPartial> tmp;
-    thread_local std::vector<int64_t> chosen;
-    tmp.resize(static_cast<size_t>(n_rep));
-    int64_t window_ns = 0, cold_ns = 0;
-    for (int64_t ji = jb; ji < je; ++ji) {
-      const auto t0 = Clock::now();
-      const AttnJob& job = jobs_[static_cast<size_t>(ji)];
-      const int64_t p = base_ + job.t;
-      const float* q = &q_[static_cast<size_t>(job.t * q_dim + job.g * n_rep * hd)];
-      AttnPartial* out = &parts_[static_cast<size_t>(job.slot * n_rep)];
-      bool first = true;
-      const auto block = [&](int64_t b) {
-        const kv::BlockView& view = views_[static_cast<size_t>(b)];
-        const int64_t rows = std::min(bs, p + 1 - b * bs);
-        const KvSpan k{view.k + row_size(kv_k_, job.g * bs * hd), kv_k_, hd};
-        const KvSpan v{view.v + row_size(kv_v_, job.g * bs * hdv), kv_v_, hdv};
-        attn_partial(shape, q, k, v, rows, first ? out : tmp.data());
-        if (!first) {
-          for (int64_t r = 0; r < n_rep; ++r) attn_merge(out[r], tmp[static_cast<size_t>(r)]);
-        }
-        first = false;
-      };
-      // Time goes to window or cold attention by the tier of the blocks attended: one segment
-      // per job, except that an exact job's position-order walk may cross the window rule's
-      // boundaries (sinks | cold | recent), each crossing closing a segment.
-      auto seg0 = t0;
-      bool seg_cold = job.cold;
-      if (exact) {
-        const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
-        const auto is_cold = [&](int64_t b) { return b >= qb.sink_end && b < qb.cold_end; };
-        seg_cold = is_cold(job.b0);
-        for (int64_t b = job.b0; b < job.b1; ++b) {
-          if (is_cold(b) != seg_cold) {
-            const auto now = Clock::now();
-            (seg_cold ? cold_ns : window_ns) +=
-                std::chrono::duration_cast<std::chrono::nanoseconds>(now - seg0).count();
-            seg0 = now;
-            seg_cold = !seg_cold;
-          }
-          block(b);
-        }
-      } else if (!job.cold) {
-        const QueryBlocks qb = query_blocks(p, bs, wb.sinks, wb.recent);
-        for (int64_t b = 0; b < qb.sink_end; ++b) block(b);
-        for (int64_t b = qb.cold_end; b <= qb.last; ++b) block(b);
-      } else if (top_k) {
-        select_top_k(il, q, job.g, job.b0, job.b1, chosen);
-        for (const int64_t b : chosen) block(b);
-      } else {
-        for (int64_t b = job.b0; b < job.b1; ++b) block(b);
-      }
-      if (first) {  // nothing attended: an empty partial
-        for (int64_t r = 0; r < n_rep; ++r) {
-          out[r].m = -INFINITY;
-          out[r].s = 0.0f;
-        }
-      }
-      (seg_cold ? cold_ns : window_ns) += ns_since(seg0);
-    }
-    tel_.window_attn_ns.fetch_add(window_ns, std::memory_order_relaxed);
-    tel_.cold_attn_ns.fetch_add(cold_ns, std::memory_order_relaxed);
-  });
-
-  // Merge in slot order (window first, then the cold chunks by position): fixed, so the result
-  // does not depend on which thread ran which job.
-  const auto t0 = Clock::now();
-  attn_.resize(static_cast<size_t>(n * c_.n_head * hdv));
-  const auto merge = [&](int64_t b, int64_t e) {
-    for (int64_t pair = b; pair < e; ++pair) {
-      const int64_t t = pair / n_kv, g = pair % n_kv;
-      const int64_t s0 = first_slot_[static_cast<size_t>(pair)];
-      const int64_t s1 = first_slot_[static_cast<size_t>(pair + 1)];
-      for (int64_t r = 0; r < n_rep; ++r) {
-        AttnPartial& acc = parts_[static_cast<size_t>(s0 * n_rep + r)];
-        for (int64_t s = s0 + 1; s < s1; ++s)
-          attn_merge(acc, parts_[static_cast<size_t>(s * n_rep + r)]);
-        attn_finalize(acc,
-                      &attn_[static_cast<size_t>(t * c_.n_head * hdv + (g * n_rep + r) * hdv)]);
-      }
-    }
-  };
-  if (n == 1) {
-    merge(0, n_kv);  // a handful of heads: not worth waking the workers
-  } else {
-    pool_.parallel_for(n * n_kv, merge);
-  }
-  tel_.merge_ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
+  if (store_kv) attn_plan_.update_key_bounds(il, views_, base_, base_ + n);  // rows just stored
+  AttnTimes times;
+  attn_plan_.run(pool_, il, q_.data(), views_, times);
+  attn_.resize(static_cast<size_t>(n * c_.n_head * c_.head_dim_v));
+  attn_plan_.finalize(pool_, attn_.data(), times);
+  tel_.window_attn_ns.fetch_add(times.window_ns, std::memory_order_relaxed);
+  tel_.cold_attn_ns.fetch_add(times.cold_ns, std::memory_order_relaxed);
+  tel_.merge_ns.fetch_add(times.merge_ns, std::memory_order_relaxed);
 }
 
 Status CpuSession::save_kv(const std::string& path) {
@@ -600,8 +339,7 @@ Status CpuSession::load_kv(const std::string& path) {
       n_past_ = 0;
       history_.clear();
       awaiting_prompt_ = false;
-      for (auto& v : kmin_) v.clear();
-      for (auto& v : kmax_) v.clear();
+      attn_plan_.clear_key_bounds();
     }
     return tokens.error();
   }
@@ -610,12 +348,11 @@ Status CpuSession::load_kv(const std::string& path) {
   assert(cache_->n_tokens() == n_past_);
   awaiting_prompt_ = true;
   logits_.clear();
-  if (cp_.paging.attention == KvAttention::TopK) {
+  if (attn_plan_.keeps_key_bounds()) {
+    attn_plan_.clear_key_bounds();
     for (int64_t il = 0; il < c_.n_layer; ++il) {
-      kmin_[static_cast<size_t>(il)].clear();
-      kmax_[static_cast<size_t>(il)].clear();
       cache_->blocks(il, n_past_, views_);
-      update_key_bounds(il, 0, n_past_);
+      attn_plan_.update_key_bounds(il, views_, 0, n_past_);
     }
   }
   return Status::Ok();

@@ -4,27 +4,12 @@
 // activations quantized per block (Q8_0 / Q8_K) for the integer dot products, a persistent
 // thread pool, and prefill in ubatches.
 //
-// KV lives in the tiered, paged cache (engine/kv/kv_cache.h, ../shared/DESIGN.md §4): blocks of
+// KV lives in the tiered, paged cache (engine/kv/kv_cache.h, docs/DESIGN.md §4): blocks of
 // block_size positions, the sink and recent blocks in the window (RAM here), older blocks spilled
-// to the host arena and then the disk file, attended where they lie. For a query at position p,
-// its *window* is the sink blocks and the ceil(window_tokens / block_size) blocks up to p's own;
-// every other block before p is *cold*.
-//
-// Exact attention computes one partial (o, m, s) per block of p's causal range and merges them
-// left to right in position order with the log-sum-exp rule, whichever tier each block lies in:
-// a decode step runs one pool job per (KV head, block), so window and cold blocks are attended by
-// separate workers at once and merged afterwards; a prefill ubatch runs one job per (token, KV
-// head) that walks the blocks in the same order. The attention arithmetic is therefore identical
-// for any window, budgets, spill timing and thread count: a spilled run is bit for bit the
-// unspilled one (quantized-weight models amplify even a last-bit difference through their
-// per-block activation quantization, so this matters for greedy tokens, not only for logits).
-// Prefill and decode take the same path: each query attends its causal range block by block (no
-// n x n matrix).
-//
-// Approximate modes (KvPaging::attention): Streaming attends the window only; TopK attends the
-// window and, per KV head, the top_k cold blocks whose key bound sum_d max(q_d min_d, q_d max_d)
-// (summed over the GQA group's query heads) is largest, from per-block per-head key min/max
-// kept by the session (Quest).
+// to the host arena and then the disk file, attended where they lie by the CPU attention
+// scheduler (engine/backend/cpu/tiered_attention.h): exact attention merges one partial per
+// block of each query's causal range in position order whatever the tiers, so a spilled run is
+// bit for bit the unspilled one; streaming and topk are the labelled approximations.
 //
 // ReferenceSession (contiguous cache) is its oracle: greedy tokens equal, logits within a
 // per-type tolerance.
@@ -35,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/attention.h"
 #include "engine/backend/cpu/thread_pool.h"
+#include "engine/backend/cpu/tiered_attention.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/session/device.h"
@@ -46,7 +31,7 @@ namespace spw::cpu {
 
 struct CpuSessionParams {
   int64_t n_ubatch = 512;  // tokens per prefill step (bounds scratch memory)
-  KvPaging paging;         // block size, window, sinks, budgets, spill folder, attention mode
+  kv::KvSettings kv;       // block size, window, sinks, budgets, spill folder, attention mode
 };
 
 /// Counters of one session, updated by the session thread and its workers with relaxed atomics
@@ -78,8 +63,8 @@ struct CpuSessionStats {
 class CpuSession final : public Session {
  public:
   /// Errors: n_ctx < 0, n_threads < 0, n_ubatch < 1, a q8_0 KV type on a model whose
-  /// head_dim (head_dim_v for V) is not a multiple of 32, topk with top_k < 1, and the cache's
-  /// (bad paging settings, a spill folder that cannot hold the disk budget).
+  /// head_dim (head_dim_v for V) is not a multiple of 32, the KV settings' (kv::validate(), e.g.
+  /// topk with K < 1) and the cache's (a spill folder that cannot hold the disk budget).
   static Expected<std::unique_ptr<CpuSession>> create(const Model& model,
                                                       const SessionParams& params,
                                                       const CpuSessionParams& cpu = {});
@@ -99,7 +84,8 @@ class CpuSession final : public Session {
   /// Bytes of KV blocks held now over all tiers (K and V, all layers).
   int64_t kv_bytes() const;
   int n_threads() const { return pool_.size(); }
-  const KvPaging& paging() const { return cp_.paging; }
+  /// The KV settings as given (the window as applied: cache().layout()).
+  const kv::KvSettings& kv_settings() const { return cp_.kv; }
   /// The tokens whose KV the cache holds, [n_past()].
   std::span<const int32_t> tokens() const { return history_; }
 
@@ -128,11 +114,8 @@ class CpuSession final : public Session {
   // positions whose KV is already stored (nothing is written to the cache).
   void ubatch(std::span<const int32_t> tokens, bool want_logits, bool store_kv);
   void layer(int64_t il, int64_t n, bool store_kv);
-  void plan_attention(int64_t n);
+  // Causal attention of the ubatch's n queries over the cache's blocks, into attn_.
   void attend(int64_t il, int64_t n, bool store_kv);
-  void update_key_bounds(int64_t il, int64_t p0, int64_t p1);
-  void select_top_k(int64_t il, const float* q, int64_t g, int64_t b0, int64_t b1,
-                    std::vector<int64_t>& out) const;
   // Y[n][n_out] = X[n][n_in] W^T for a weight tensor.
   void mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y);
 
@@ -142,7 +125,6 @@ class CpuSession final : public Session {
   CpuSessionParams cp_;
   ThreadPool pool_;
   std::unique_ptr<kv::KvCache> cache_;
-  GgmlType kv_k_ = GgmlType::F16, kv_v_ = GgmlType::F16;  // F32, F16 or Q8_0
   int64_t n_past_ = 0;
   int64_t base_ = 0;              // first position of the ubatch being computed
   std::vector<int32_t> history_;  // [n_past]: the tokens whose KV the cache holds
@@ -157,28 +139,7 @@ class CpuSession final : public Session {
   std::vector<float> output_norm_;
   std::vector<double> inv_freq_;  // [n_rot / 2]
 
-  // TopK: per layer, per logical block, per KV head, the min and max of each key dimension over
-  // the block's stored rows (as stored: after rounding to the cache type):
-  // [n_layer][n_blocks][n_head_kv][head_dim].
-  std::vector<std::vector<float>> kmin_, kmax_;
-
-  // Attention plan of one ubatch (the same for every layer). A job attends, for token t and KV
-  // head g, either the query's window blocks or cold blocks [b0, b1) (TopK: its chosen blocks
-  // among them), into n_rep partials at parts_[slot * n_rep].
-  // One attention job: token t, KV head g, blocks [b0, b1). Exact attention: blocks in
-  // position order (the job's partial is the left-to-right merge of its blocks' partials), and
-  // a pair's jobs cover consecutive ranges merged in slot order, so the arithmetic is the same
-  // left-to-right merge of per-block partials whatever the window, budgets, ubatch or threads.
-  // Streaming / TopK: a window job (sinks + recent) and cold jobs (`cold`).
-  struct AttnJob {
-    int64_t t = 0, g = 0;
-    bool cold = false;
-    int64_t b0 = 0, b1 = 0;
-    int64_t slot = 0;
-  };
-  std::vector<AttnJob> jobs_;
-  std::vector<int64_t> first_slot_;   // [n * n_head_kv + 1]: slots of (t, g) are [first, next)
-  std::vector<AttnPartial> parts_;    // [slots][n_rep]
+  TieredAttention attn_plan_;         // the attention scheduler (plans once per ubatch)
   std::vector<kv::BlockView> views_;  // blocks of the current layer
 
   // Scratch for one ubatch of n tokens.

@@ -1,14 +1,18 @@
 // The CUDA session: the forward pass of CpuSession (engine/backend/cpu/cpu_session.h; formulas
 // in engine/model/reference_session.h) on one GPU, on the tiered KV cache (engine/kv/kv_cache.h,
-// ../shared/DESIGN.md §4) with its window on the GPU.
+// docs/DESIGN.md §4) with its window on the GPU. Not yet run on a GPU: compiled and unit-tested
+// where the tests can run without one only.
+//
+// Files: cuda_session.cpp plans the memory, creates the device objects, uploads the weights and
+// carves the scratch; cuda_forward.cpp runs the forward pass and the split attention.
 //
 // Memory (one DeviceArena, planned and checked against the device's free memory before the
 // first byte is uploaded):
 //   weights  every 2-D tensor byte for byte as in the GGUF file (quantized blocks stay
 //            quantized; the kernels decode them); norms, biases and QK-norm weights as f32;
-//   window   the KV cache's window: window_pool_slots() block slots (kv/limits.h) of
+//   window   the KV cache's window: TierLayout::pool_slots() block slots (kv/tier_policy.h) of
 //            block_bytes each, in the cache's block layout (kernels/paged_math.h), handed to the
-//            cache as its DeviceWindow (gpu_window.h). With the default paging settings the
+//            cache as its DeviceWindow (gpu_window.h). With --kv-window auto (the default) the
 //            window is sized to hold the whole context when it fits the free memory, and as
 //            much of it as fits otherwise (the rest spills to host RAM);
 //   scratch  activations of one ubatch, the f16 copies the prefill GEMMs read, a bounded f16
@@ -45,11 +49,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
-#include "engine/backend/cpu/attention.h"
 #include "engine/backend/cpu/thread_pool.h"
+#include "engine/backend/cpu/tiered_attention.h"
 #include "engine/backend/cuda/arena.h"
 #include "engine/backend/cuda/cublas_library.h"
 #include "engine/backend/cuda/device.h"
@@ -72,9 +77,9 @@ struct CudaSessionParams {
   /// 4096 matrix is multiplied in tiles of 8192 rows with the default 64 MiB.
   int64_t max_weight_tile_bytes = int64_t{64} << 20;
   /// The tiered KV cache: block size, window, sinks, host and disk budgets, spill folder.
-  /// Exact attention only. All defaults (is_default()): the window is sized to the whole
-  /// context, or to what fits the device's free memory.
-  KvPaging paging;
+  /// Exact attention only. --kv-window auto (the default): the window is sized to the whole
+  /// context, or to what fits the device's free memory; an explicit window is kept as given.
+  kv::KvSettings kv;
   /// Prefill stages cold blocks to the GPU in batches of at least this many tokens.
   int64_t stage_tokens = 4096;
 };
@@ -105,22 +110,14 @@ struct CudaSessionStats {
   kv::KvStats kv;
 };
 
-/// Bytes of the paged KV layout (kernels/paged_math.h) for a model, KV types and block size:
-/// one head's row of K and V, one layer's K part, one layer, one block (all layers).
-struct KvGeometry {
-  int64_t row_k = 0, row_v = 0, layer_k_bytes = 0, layer_bytes = 0, block_bytes = 0;
-};
-KvGeometry kv_geometry(const ModelConfig& c, const SessionParams& params, int64_t block_size);
-
 /// Bytes a session will take on the GPU, by purpose (what create() checks and allocates).
 struct CudaMemoryPlan {
   int64_t weights = 0, kv = 0, scratch = 0;  // kv: the window's block slots
   int64_t total() const { return weights + kv + scratch; }
   // The paged layout the bytes were planned for; the session allocates and runs by it.
+  kv::TierLayout layout;      // the tier policy's: block size as applied, a block's bytes
   int64_t window_tokens = 0;  // the window as planned (sinks excluded)
   int64_t window_slots = 0;   // block slots of the device window pool
-  int64_t block_size = 0;     // --kv-block as applied (cut to the context)
-  KvGeometry geometry;        // of one block at that size
   int64_t tbl_entries = 0;    // block-table entries of one ubatch: its blocks + the window
   int64_t stage_entries = 0;  // staging-table entries: every cold block (0: nothing is cold)
   int64_t stage_blocks = 0;   // blocks of one prefill staging batch (0: nothing is cold)
@@ -158,9 +155,8 @@ class CudaSession final : public Session {
                                                        const SessionParams& params,
                                                        const CudaSessionParams& cuda = {});
 
-  /// The memory create() would ask for, without touching a device, for a window of
-  /// cuda.paging's settings (the whole context when they are the defaults). Same parameter
-  /// errors.
+  /// The memory create() would ask for, without touching a device, for the window of
+  /// cuda.kv (auto: the whole context). Same parameter errors.
   static Expected<CudaMemoryPlan> plan(const Model& model, const SessionParams& params,
                                        const CudaSessionParams& cuda = {});
 
@@ -220,8 +216,10 @@ class CudaSession final : public Session {
   using EventPtr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
 
   CudaSession(const Model& model, const SessionParams& params, const CudaSessionParams& cuda);
+  // The plan for a window of window_tokens tokens (the settings' own when not given).
   static Expected<CudaMemoryPlan> plan_window(const Model& model, const SessionParams& params,
-                                              const CudaSessionParams& cuda, int64_t window_tokens);
+                                              const CudaSessionParams& cuda,
+                                              std::optional<int64_t> window_tokens);
   Status init();
   Status upload_weights();
   Status carve_scratch();
@@ -231,8 +229,9 @@ class CudaSession final : public Session {
   Status upload_tables(int64_t n, int64_t pos0);
   Status layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0);
   Status attend(int64_t il, int64_t n, int64_t pos0);
-  // The CPU's partial over the cold blocks for the n queries in q_host_, into cold_o_/cold_ms_.
-  void cold_attention(int64_t il, int64_t n);
+  // The CPU's partial over the cold blocks for the n queries at pos0 in q_host_, into
+  // cold_host_.
+  void cold_attention(int64_t il, int64_t n, int64_t pos0);
   kernels::PagedLayer paged_layer(int64_t il) const;
   // Y [n][w.n_out] = X [n][w.n_in] W^T, f32 in and out.
   Status mul(const DevMatrix& w, const float* X, int64_t n, float* Y);
@@ -264,7 +263,8 @@ class CudaSession final : public Session {
   // cache goes first.
   std::shared_ptr<GpuWindow> window_;
   std::unique_ptr<kv::KvCache> cache_;
-  std::unique_ptr<cpu::ThreadPool> pool_;  // CPU threads for the cold blocks
+  std::unique_ptr<cpu::ThreadPool> pool_;            // CPU threads for the cold blocks
+  std::unique_ptr<cpu::TieredAttention> cold_attn_;  // their scheduler (exact, given blocks)
 
   DevMatrix tok_embd_, output_;         // output_ is tok_embd_ when the embeddings are tied
   const float* output_norm_ = nullptr;  // [n_embd]
@@ -301,8 +301,8 @@ class CudaSession final : public Session {
   PinnedPtr tbl_host_;                // mirrors of tbl_dev_ and stage_tbl_dev_
   std::vector<kv::BlockView> views_;  // layer 0's blocks of the current ubatch
   std::vector<int64_t> cold_;         // indices into views_ of the cold blocks
+  std::vector<kv::BlockView> cold_views_;  // the cold blocks of the layer being attended
   int64_t n_write_ = 0, n_window_ = 0, first_block_ = 0;  // the tables of the ubatch
-  std::vector<cpu::AttnPartial> cold_parts_;              // [job][n_rep]
   CudaSessionTelemetry tel_;
   std::vector<double> inv_freq_;    // [n_rot / 2]
   std::vector<float> cs_host_;      // [n_ub][n_rot]

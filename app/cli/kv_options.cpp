@@ -1,0 +1,121 @@
+#include "app/cli/kv_options.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/common/size.h"
+#include "engine/kv/kv_cache.h"
+
+namespace spw::cli {
+
+void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
+  sub.add_option("--kv-block", a.kv_block, "KV cache block size in tokens")->capture_default_str();
+  sub.add_option("--kv-window", a.kv_window,
+                 "Recent tokens kept in the KV window (GPU with CUDA, else RAM), or auto: 4096 in "
+                 "RAM, on a GPU the whole context or what fits")
+      ->capture_default_str();
+  sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
+      ->capture_default_str();
+  sub.add_option("--host-budget", a.host_budget,
+                 "RAM for KV blocks that left the window, e.g. 8G (default: no limit)");
+  sub.add_option("--disk-budget", a.disk_budget,
+                 "Disk for KV blocks past the host budget, e.g. 100G (0: no disk tier)")
+      ->capture_default_str();
+  sub.add_option("--spill-dir", a.spill_dir,
+                 "Folder of the disk tier's spill file (default: the cache folder)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() ? std::string("an empty folder name") : std::string();
+          },
+          "DIR"));
+  if (plan_aliases) {
+    // Hidden: the old spellings of plan, kept so scripts keep working (make_kv_settings says
+    // so once).
+    sub.add_option("--ram", a.ram_alias, "Deprecated: --host-budget")->group("");
+    sub.add_option("--disk", a.disk_alias, "Deprecated: --disk-budget")->group("");
+  }
+}
+
+void add_kv_options(CLI::App& sub, KvArgs& a) {
+  add_kv_layout_options(sub, a);
+  sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step")->capture_default_str();
+  sub.add_option("--attention", a.attention,
+                 "KV attention: exact | streaming | topk:K (the last two approximate)")
+      ->capture_default_str();
+}
+
+bool kv_settings_given(const kv::KvSettings& s) {
+  kv::KvSettings d;
+  d.spill_dir = s.spill_dir;
+  return !(s == d);
+}
+
+Status check_ubatch(const KvArgs& a) {
+  if (a.n_ubatch < 1) return make_error("--ubatch {}: at least 1 token per step", a.n_ubatch);
+  return Status::Ok();
+}
+
+namespace {
+
+// The value of a flag that has a deprecated spelling, and the spelling used: the new one, else
+// the old one (with a note), never both.
+struct Spelled {
+  std::string value;
+  const char* flag;
+};
+Expected<Spelled> with_alias(const std::string& value, const std::string& alias, bool value_given,
+                             const char* flag, const char* old_flag) {
+  if (alias.empty()) return Spelled{value, flag};
+  if (value_given)
+    return make_error("{} and {} are the same setting: give {} only", flag, old_flag, flag);
+  std::fprintf(stderr,
+               "note: %s is deprecated: use %s, which means what generate's %s means (the "
+               "window is not counted in it)\n",
+               old_flag, flag, flag);
+  return Spelled{alias, old_flag};
+}
+
+}  // namespace
+
+Expected<kv::KvSettings> make_kv_settings(const KvArgs& a) {
+  if (Status st = check_ubatch(a); !st) return st.error();
+  kv::KvSettings s;
+  s.block_size = a.kv_block;
+  s.n_sinks = a.kv_sinks;
+  if (Status st = kv::parse_kv_window(a.kv_window, s); !st) return st.error();
+  auto host =
+      with_alias(a.host_budget, a.ram_alias, !a.host_budget.empty(), "--host-budget", "--ram");
+  if (!host) return host.error();
+  if (!host->value.empty()) {
+    auto v = parse_size(host->value);
+    if (!v) return make_error("{}: {}", host->flag, v.error().message);
+    s.host_budget = *v;
+  }
+  auto disk =
+      with_alias(a.disk_budget, a.disk_alias, a.disk_budget != "0", "--disk-budget", "--disk");
+  if (!disk) return disk.error();
+  auto dv = parse_size(disk->value);
+  if (!dv) return make_error("{}: {}", disk->flag, dv.error().message);
+  s.disk_budget = *dv;
+  if (auto st = kv::parse_kv_attention(a.attention, s); !st)
+    return make_error("--attention: {}", st.error().message);
+
+  s.spill_dir = a.spill_dir.empty() ? a.default_spill_dir : a.spill_dir;
+  if (Status st = kv::validate(s); !st) return st.error();
+  if (s.spill_dir.empty()) return s;
+  if (s.disk_budget > 0) {
+    // The folder's own error (read-only file system, permission) says more than the cache's
+    // later "cannot create the spill file ...: No such file or directory".
+    std::error_code ec;
+    std::filesystem::create_directories(s.spill_dir, ec);
+    if (ec) {
+      return make_error("cannot create the spill folder {}: {}", s.spill_dir, ec.message());
+    }
+  }
+  kv::remove_stale_spill_files(s.spill_dir);  // leftovers of a crashed run
+  return s;
+}
+
+}  // namespace spw::cli

@@ -1,0 +1,59 @@
+// The tiered KV cache's command-line options (docs/DESIGN.md §4.2), one definition for every
+// command that runs or plans a model: generate, ask, serve, jobs add, bench (spillway-cli and
+// spillway-bench) and plan. The flags turn into kv::KvSettings (engine/kv/tier_policy.h), which
+// travels unchanged to the session: BackendOptions::kv, or EngineSettings::kv for the app's
+// runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/common/expected.h"
+#include "engine/kv/tier_policy.h"
+
+namespace CLI {
+class App;
+}
+
+namespace spw::cli {
+
+/// The flags as typed. Defaults are the tier policy's (kv::KvSettings).
+struct KvArgs {
+  int64_t kv_block = kv::kDefaultBlockTokens;  // --kv-block: tokens per block
+  std::string kv_window = "auto";              // --kv-window: recent tokens, or auto
+  int64_t kv_sinks = kv::kDefaultSinkTokens;   // --kv-sinks: attention-sink tokens
+  std::string host_budget;                     // --host-budget SIZE; empty: no limit
+  std::string disk_budget = "0";               // --disk-budget SIZE; 0: no disk tier
+  std::string spill_dir;                       // --spill-dir; empty: default_spill_dir
+  int64_t n_ubatch = 512;                      // --ubatch: tokens per prefill step
+  std::string attention = "exact";             // --attention exact | streaming | topk:K
+  /// The spill folder without --spill-dir: the app cache folder, filled in by spillway-cli;
+  /// empty where there is none (then the disk tier needs --spill-dir).
+  std::string default_spill_dir;
+  /// plan's deprecated spellings of --host-budget and --disk-budget (--ram, --disk); empty
+  /// unless given.
+  std::string ram_alias, disk_alias;
+};
+
+/// Adds --kv-block, --kv-window, --kv-sinks, --host-budget, --disk-budget and --spill-dir: what
+/// decides where KV goes. `plan` takes these (and --ram / --disk, deprecated, when
+/// `plan_aliases`).
+void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases = false);
+/// The layout options and --ubatch and --attention: every command that runs a model.
+void add_kv_options(CLI::App& sub, KvArgs& a);
+
+/// The settings of the flags: --ubatch checked (check_ubatch()), sizes parsed (errors name the
+/// flag: "--host-budget: invalid size '8Q' (...)"), --kv-window and --attention read, then
+/// kv::validate(); the spill folder chosen
+/// (--spill-dir, else default_spill_dir), created when the disk tier uses it and cleared of the
+/// spill files of processes that no longer run. A deprecated alias prints a note to stderr.
+Expected<kv::KvSettings> make_kv_settings(const KvArgs& a);
+
+/// True when a setting differs from its default (the spill folder aside): the paged-cache flags
+/// that --reference, with its contiguous cache, cannot take.
+bool kv_settings_given(const kv::KvSettings& s);
+
+/// --ubatch checked: "--ubatch 0: at least 1 token per step".
+Status check_ubatch(const KvArgs& a);
+
+}  // namespace spw::cli

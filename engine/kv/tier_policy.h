@@ -1,0 +1,204 @@
+// The tier policy of the paged KV cache (docs/DESIGN.md §4.2): the KV settings a user sets, their
+// defaults and their checks, and the rules that place every block of a context in a tier. Pure:
+// no I/O, no threads, no clock. The cache (kv_cache.h), the planner (planner.h), the CPU session
+// and the CUDA session all ask this module; none of them re-derives a rule written here.
+//
+// The rules, in words (block = block_size consecutive positions; b = a block's index):
+//   window  the attention-sink blocks [0, ceil(n_sinks / block)) and the ceil(window / block)
+//           most recent blocks (the block being filled counts as one of them). It lives on the
+//           GPU when CUDA runs the model and in RAM otherwise, and is sized by those two
+//           settings, never by a budget.
+//   host    blocks that left the window, in position order, up to host_budget bytes of RAM
+//           (--host-budget; no limit by default).
+//   disk    the blocks after those, up to disk_budget bytes of a spill file (--disk-budget).
+// A block leaves the window once it is neither a sink block nor among the recent ones and never
+// comes back. Every byte count is over all layers, K + V, in whole blocks. The context a session
+// can hold is min(n_ctx, (window + host + disk blocks) * block): a request beyond it stops with
+// "context full" before anything is computed.
+//
+// The window's size, --kv-window, is a number of tokens or "auto": in RAM (the CPU session) auto
+// is kDefaultRamWindowTokens; on a GPU it is the whole context, or as much of it as fits the
+// device's free memory (the CUDA session measures that, then asks fit_recent_blocks()).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/common/expected.h"
+#include "engine/gguf/ggml_types.h"
+
+namespace spw::kv {
+
+// ---- Limits and defaults (each written here only) ---------------------------------------------
+
+inline constexpr int64_t kMaxContextTokens = int64_t{1} << 31;  // 2^31 positions
+inline constexpr int64_t kMaxBlockTokens = int64_t{1} << 16;    // 65536 tokens per block
+inline constexpr int64_t kDefaultBlockTokens = 256;             // --kv-block
+inline constexpr int64_t kDefaultSinkTokens = 4;                // --kv-sinks
+inline constexpr int64_t kDefaultRamWindowTokens = 4096;        // --kv-window auto, window in RAM
+/// Window slots beyond the window's own blocks: a block that has left the window keeps its slot
+/// until its spill has landed, so with two spares decode normally never waits.
+inline constexpr int64_t kSpareWindowSlots = 2;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- The settings -----------------------------------------------------------------------------
+
+/// How a session attends the tiered cache. Exact is the default; the other two are
+/// approximations, opt-in and labelled wherever results are shown.
+enum class KvAttention {
+  Exact,      // every position: the window and the cold blocks, merged exactly
+  Streaming,  // StreamingLLM: the sink blocks and the recent window only
+  TopK,       // Quest: the window and the top_k cold blocks per KV head by key min/max bound
+};
+
+/// The KV cache's settings as a user sets them (CLI flags, the Settings dialog, a job's row).
+/// Both sessions run on them; the approximate attention modes on the CPU only.
+struct KvSettings {
+  int64_t block_size = kDefaultBlockTokens;  // --kv-block: tokens per block (>= 1)
+  int64_t n_sinks = kDefaultSinkTokens;      // --kv-sinks: attention-sink tokens (>= 0)
+  std::optional<int64_t> window_tokens;      // --kv-window: recent tokens (>= 1); none: auto
+  int64_t host_budget = -1;  // --host-budget: RAM for blocks out of the window, bytes; < 0: none
+  int64_t disk_budget = 0;   // --disk-budget: the spill file's bytes; 0: no disk tier
+  std::string spill_dir;     // --spill-dir: where the spill file goes (needed with a disk tier)
+  KvAttention attention = KvAttention::Exact;  // --attention
+  int64_t top_k = 0;  // cold blocks per KV head under TopK (>= 1 there, 0 otherwise)
+
+  bool operator==(const KvSettings&) const = default;
+};
+
+/// Every check of the settings on their own (the context's are plan_tiers'), in this order, each
+/// naming its flag: "--kv-block 0: a block holds at least 1 token", "--kv-block N is too large
+/// (at most 65536 tokens)", "--kv-sinks -1 must not be negative", "--kv-window 0: the window
+/// holds at least 1 token", "--disk-budget -1 must not be negative", "--disk-budget needs a
+/// folder for the spill file: set --spill-dir DIR", "--attention topk needs K >= 1 (got 0)".
+Status validate(const KvSettings& s);
+
+/// "auto" | N (a whole number >= 1) -> window_tokens. Errors: "--kv-window 0: the window holds
+/// at least 1 token", "--kv-window 'x': give a number of tokens (at least 1) or auto".
+Status parse_kv_window(std::string_view text, KvSettings& s);
+/// "auto" or the number of tokens.
+std::string kv_window_name(const KvSettings& s);
+
+/// "exact" | "streaming" | "topk:K" (K >= 1) into s.attention and s.top_k. Error: "unknown
+/// attention mode 'X' (accepted: exact, streaming, topk:K with K >= 1)".
+Status parse_kv_attention(std::string_view text, KvSettings& s);
+/// "exact", "streaming" or "topk:8"; the approximate ones as "streaming (approximate)" when
+/// `labelled`.
+std::string kv_attention_name(const KvSettings& s, bool labelled = false);
+
+// ---- From settings to tiers -------------------------------------------------------------------
+
+/// Where a session keeps the window's blocks.
+enum class WindowHome { Ram, Device };
+
+/// The window in tokens a session starts from: the explicit --kv-window, else auto's value for
+/// `home` (Ram: kDefaultRamWindowTokens; Device: the whole context, n_ctx).
+int64_t window_tokens(const KvSettings& s, WindowHome home, int64_t n_ctx);
+
+enum class Tier : uint8_t { Window, Host, Disk };
+std::string_view tier_name(Tier t);  // "window" | "host" | "disk"
+
+/// What the policy needs to place a context: the model's KV shape, the context, and the paging
+/// numbers with the window resolved (window_tokens()). KvCacheConfig (kv_cache.h) extends it.
+struct TierConfig {
+  int64_t n_layer = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;    // of K
+  int64_t head_dim_v = 0;  // of V
+  int64_t n_ctx = 0;       // tokens the session may hold at most (before budgets)
+  // Element types of K and V: F32, F16 or Q8_0 (Q8_0 needs the head dim % 32 == 0).
+  GgmlType type_k = GgmlType::F16;
+  GgmlType type_v = GgmlType::F16;
+  int64_t block_size = kDefaultBlockTokens;
+  int64_t n_sinks = kDefaultSinkTokens;
+  int64_t window_tokens = kDefaultRamWindowTokens;
+  int64_t host_budget = -1;  // bytes over all layers, K + V; < 0: no limit
+  int64_t disk_budget = 0;   // bytes; 0: no disk tier
+};
+
+/// The settings' TierConfig for a model shape and context: the window resolved for `home`.
+/// The shape fields (n_layer ... type_v) are the caller's to fill.
+TierConfig tier_config(const KvSettings& s, WindowHome home, int64_t n_ctx);
+
+/// KV bytes of one token for one layer's K or V: n_kv_heads rows of head_dim elements in `type`
+/// (F32 4 bytes, F16 2, Q8_0 34 per 32). `what` names the dimension in errors: "q8_0 KV cache
+/// needs head_dim % 32 == 0 (this model has head_dim 8)"; a type other than those three:
+/// "unsupported KV cache type Q4_K (accepted: f32, f16, q8_0)".
+Expected<int64_t> kv_row_bytes(GgmlType type, int64_t head_dim, std::string_view what);
+
+/// The window/cold split of the blocks before a query at position p: the window is
+/// [0, sink_end) and [cold_end, last + 1); the cold blocks are [sink_end, cold_end).
+struct QueryBlocks {
+  int64_t last = 0;      // the query's own block
+  int64_t sink_end = 0;  // min(sink blocks, last + 1)
+  int64_t cold_end = 0;  // the first block of the recent window (>= sink_end)
+  bool cold(int64_t b) const { return b >= sink_end && b < cold_end; }
+};
+
+/// The window rule in blocks.
+struct WindowRule {
+  int64_t block_size = 1;
+  int64_t sink_blocks = 0;    // ceil(n_sinks / block_size)
+  int64_t recent_blocks = 0;  // ceil(window_tokens / block_size)
+  int64_t total() const { return sink_blocks + recent_blocks; }
+  /// The split for a query at position p (>= 0).
+  QueryBlocks query(int64_t p) const;
+  /// The blocks a context of n_blocks blocks has out of the window: [sink_blocks, end) with end
+  /// the first recent block (sink_blocks when none has left).
+  int64_t cold_end(int64_t n_blocks) const;
+};
+
+/// Blocks per tier and the bytes of one block, for a TierConfig: what the cache allocates, what
+/// the planner reports, what the sessions attend by.
+struct TierLayout {
+  // The settings as applied: a block, a window or sinks longer than the context are cut to it.
+  int64_t n_ctx = 0, block_size = 0, n_sinks = 0, window_tokens = 0;
+  int64_t host_budget = -1, disk_budget = 0;
+  // A block's bytes: one head's row of one position, a layer's K part (K rows of every KV
+  // head), a layer (K part then V part), a block (every layer), and one token over all layers.
+  int64_t row_k = 0, row_v = 0, layer_k_bytes = 0, layer_bytes = 0, block_bytes = 0;
+  int64_t kv_bytes_per_token = 0;
+  WindowRule window;
+  int64_t n_blocks = 0;            // blocks of the whole context
+  int64_t window_blocks = 0;       // of those, held by the window: min(window.total(), n_blocks)
+  int64_t cold_blocks = 0;         // of those, out of the window: n_blocks - window_blocks
+  int64_t host_budget_blocks = 0;  // blocks the host budget holds; -1: no limit
+  int64_t disk_budget_blocks = 0;  // blocks the disk budget holds
+  // Cold slots: what the budgets hold, never more than the context's cold blocks (an unlimited
+  // or huge budget does not preallocate a disk file or reserve RAM for positions that cannot
+  // exist). host first, then disk.
+  int64_t host_slots = 0, disk_slots = 0;
+  int64_t max_tokens = 0;  // min(n_ctx, (window.total() + host_slots + disk_slots) * block_size)
+
+  /// ceil(max_tokens / block_size).
+  int64_t max_blocks() const { return ceil_div(max_tokens, block_size); }
+  /// Where the policy puts position pos once n_past positions are stored (pos < n_past <=
+  /// max_tokens): the window rule for the last block, then the cold blocks in order to host and
+  /// then disk. (A cache may still read a block from its window slot while its spill is in
+  /// flight: BlockView::tier says where a block is read from now.)
+  Tier tier_of(int64_t pos, int64_t n_past) const;
+  /// Slots a fixed window pool (a GPU window) needs so that the cache never has to grow it: the
+  /// window, the spares, and the blocks one ubatch of n_ubatch tokens can newly touch (it may
+  /// span more blocks than the window holds; those leave the window at commit); never more than
+  /// the context's blocks plus the spares. A window that holds the whole context never spills
+  /// and needs exactly the context's blocks.
+  int64_t pool_slots(int64_t n_ubatch) const;
+  /// Why max_tokens is what it is, after "context full: N tokens fit in the budgets you set":
+  /// "(window 16 tokens, host 8.0 KiB = 2 blocks, disk 1.0 MiB = 256 blocks)".
+  std::string capacity_detail() const;
+};
+
+/// The layout of `c`. Errors: a non-positive shape or context ("invalid KV cache shape: ..."),
+/// a context beyond kMaxContextTokens, a bad block, window or sink count (as validate()), a KV
+/// type the cache cannot hold (kv_row_bytes()).
+Expected<TierLayout> plan_tiers(const TierConfig& c);
+
+/// The recent blocks a window pool of `slots` block slots holds beside the sink blocks and the
+/// `fixed` slots it always needs (a ubatch's blocks, the spares); 0 when not even one fits.
+/// Auto on a GPU: the CUDA session's window is the one that fits its free memory.
+int64_t fit_recent_blocks(int64_t slots, int64_t fixed, const WindowRule& w);
+
+}  // namespace spw::kv
