@@ -139,7 +139,7 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
     if (auto st = s.eval(all, true); !st) return st.error();
   }
   run.prefill_tokens_computed =
-      cpu ? cpu->stats().prefill_tokens_computed : static_cast<int64_t>(all.size());
+      cpu ? cpu->usage().prefill_tokens_computed : static_cast<int64_t>(all.size());
 
   const Error non_finite{
       "the model produced non-finite logits (NaN or infinity); its weights or hyperparameters "

@@ -106,7 +106,7 @@ int64_t kv_bytes_of(const BenchSession& b, const ModelConfig& c) {
   if (b.fast != nullptr) return b.fast->kv_bytes();
 #if defined(SPILLWAY_HAVE_CUDA)
   if (b.gpu != nullptr) {
-    const kv::KvStats s = b.gpu->stats().kv;
+    const kv::KvStats s = b.gpu->usage().kv;
     return b.gpu->kv_bytes() + s.host_bytes + s.disk_bytes;
   }
 #endif
@@ -190,7 +190,7 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
       }
     }
 #if defined(SPILLWAY_HAVE_CUDA)
-    const int64_t d2h_before_tg = s->gpu != nullptr ? s->gpu->stats().window_d2h_bytes : 0;
+    const int64_t d2h_before_tg = s->gpu != nullptr ? s->gpu->usage().window_d2h_bytes : 0;
 #endif
     const auto t0 = Clock::now();
     for (size_t i = 0; i < gen.size(); ++i) {
@@ -198,11 +198,11 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     }
     tg.push_back(a.n_gen / seconds_since(t0));
     m.kv_bytes = std::max(m.kv_bytes, kv_bytes_of(*s, c));
-    if (s->fast != nullptr && s->fast->flush_kv().ok()) m.tiers = s->fast->stats().kv;
+    if (s->fast != nullptr && s->fast->flush_kv().ok()) m.tiers = s->fast->usage().kv;
     if (s->fast != nullptr) m.kv_window = s->fast->cache().layout().window_tokens;
 #if defined(SPILLWAY_HAVE_CUDA)
     if (s->gpu != nullptr) {
-      const cuda::CudaSessionStats st = s->gpu->stats();
+      const SessionUsage st = s->gpu->usage();
       m.cuda = true;
       m.tiers = st.kv;
       m.kv_window = s->gpu->memory_plan().window_tokens;

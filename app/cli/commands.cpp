@@ -63,7 +63,7 @@ bool all_finite(std::span<const float> v) {
 // ---- Paged KV cache: statistics ---------------------------------------------------------
 
 // One --stats-json line: integer counters as integers, rates and times as numbers.
-nlohmann::json stats_json(const cpu::CpuSessionStats& st, int64_t step, const char* phase,
+nlohmann::json stats_json(const SessionUsage& st, int64_t step, const char* phase,
                           const std::string& attention) {
   nlohmann::json j;
   j["step"] = step;
@@ -82,8 +82,8 @@ nlohmann::json stats_json(const cpu::CpuSessionStats& st, int64_t step, const ch
   j["spills_pending"] = st.kv.spills_pending;
   j["prefill_tokens_computed"] = st.prefill_tokens_computed;
   j["decode_tokens"] = st.decode_tokens;
-  j["prefill_tokens_per_s"] = st.prefill_tokens_per_s;
-  j["decode_tokens_per_s"] = st.decode_tokens_per_s;
+  j["prefill_tokens_per_s"] = st.prefill_tokens_per_s();
+  j["decode_tokens_per_s"] = st.decode_tokens_per_s();
   j["window_attn_s"] = st.window_attn_s;
   j["cold_attn_s"] = st.cold_attn_s;
   j["merge_s"] = st.merge_s;
@@ -91,7 +91,7 @@ nlohmann::json stats_json(const cpu::CpuSessionStats& st, int64_t step, const ch
   return j;
 }
 
-void print_stats(const cpu::CpuSessionStats& st, const cpu::CpuSession& cpu, int64_t n_prompt,
+void print_stats(const SessionUsage& st, const cpu::CpuSession& cpu, int64_t n_prompt,
                  int64_t n_generated) {
   const auto ms = [](double s) { return s * 1e3; };
   const kv::TierLayout& t = cpu.cache().layout();  // the settings as applied
@@ -102,8 +102,8 @@ void print_stats(const cpu::CpuSessionStats& st, const cpu::CpuSession& cpu, int
   text += fmt::format(
       "stats: tokens {} prompt ({} computed), {} generated; prefill {:.1f} t/s, decode {:.1f} "
       "t/s\n",
-      n_prompt, st.prefill_tokens_computed, n_generated, st.prefill_tokens_per_s,
-      st.decode_tokens_per_s);
+      n_prompt, st.prefill_tokens_computed, n_generated, st.prefill_tokens_per_s(),
+      st.decode_tokens_per_s());
   text += fmt::format("stats: window {:>6} blocks {:>12}\n", st.kv.window_blocks,
                       format_size(st.kv.window_bytes));
   text += fmt::format("stats: host   {:>6} blocks {:>12}\n", st.kv.host_blocks,
@@ -423,7 +423,7 @@ int run_generate(const GenerateArgs& a) {
     if (auto st = cpu->save_kv(a.save_kv); !st) return fail(st.error());
   }
   int64_t step = 0;
-  if (cpu) stats_out.write(stats_json(cpu->stats(), step++, "prefill", attention));
+  if (cpu) stats_out.write(stats_json(cpu->usage(), step++, "prefill", attention));
   const Error non_finite{
       fmt::format("{}: the model produced non-finite logits (NaN or infinity); its weights or "
                   "hyperparameters are broken",
@@ -455,7 +455,7 @@ int run_generate(const GenerateArgs& a) {
       }
       return fail(st.error());
     }
-    if (cpu) stats_out.write(stats_json(cpu->stats(), step++, "decode", attention));
+    if (cpu) stats_out.write(stats_json(cpu->usage(), step++, "decode", attention));
     if (!all_finite(s.logits())) {
       stream.finish();
       return fail(non_finite);
@@ -467,7 +467,7 @@ int run_generate(const GenerateArgs& a) {
     (void)cpu->flush_kv();  // the spills in flight land, so the tiers are final
     if (!a.json) std::fflush(stdout);
     std::fprintf(stderr, "\n");
-    print_stats(cpu->stats(), *cpu, static_cast<int64_t>(prompt.size()),
+    print_stats(cpu->usage(), *cpu, static_cast<int64_t>(prompt.size()),
                 static_cast<int64_t>(generated.size()));
   }
   if (!a.json) {

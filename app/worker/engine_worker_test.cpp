@@ -177,9 +177,9 @@ TEST(Telemetry, SampleFromUsageComputesRatesAndBytesPerToken) {
   u.prefill_s = 0.5;
   u.decode_tokens = 20;
   u.decode_s = 0.25;
-  u.window_to_host_bytes = 1000;
-  u.cold_to_window_bytes = 600;
-  u.host_blocks = 3;
+  u.kv.window_to_host_bytes = 1000;
+  u.kv.cold_to_window_bytes = 600;
+  u.kv.host_blocks = 3;
   const TelemetrySample a = sample_from_usage(u, nullptr, -1);
   EXPECT_TRUE(a.running);
   EXPECT_EQ(a.moved_bytes, 1600);
@@ -189,7 +189,7 @@ TEST(Telemetry, SampleFromUsageComputesRatesAndBytesPerToken) {
   EXPECT_EQ(a.host_blocks, 3);
   EXPECT_EQ(a.vram_weights, -1);  // a CPU session
   u.n_past = 110;
-  u.window_to_host_bytes = 1500;  // 500 more bytes over 10 more tokens
+  u.kv.window_to_host_bytes = 1500;  // 500 more bytes over 10 more tokens
   const TelemetrySample b = sample_from_usage(u, &a, -1);
   EXPECT_DOUBLE_EQ(b.moved_bytes_per_token, 50.0);
 }

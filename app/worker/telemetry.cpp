@@ -1,7 +1,5 @@
 #include "app/worker/telemetry.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -27,11 +25,8 @@ std::string cell(double v) { return fmt::format("{:.3f}", v); }
 }  // namespace
 
 int64_t process_rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  if (!(in >> size >> resident)) return -1;
-  const long page = ::sysconf(_SC_PAGE_SIZE);
-  return page > 0 ? resident * page : -1;
+  const int64_t rss = spw::process_rss_bytes();  // the engine's reading (0: unreadable)
+  return rss > 0 ? rss : -1;
 }
 
 int64_t system_available_bytes() {
@@ -63,22 +58,21 @@ TelemetrySample sample_from_usage(const SessionUsage& u, const TelemetrySample* 
   s.gpu = u.gpu;
   s.n_past = u.n_past;
   s.n_ctx = u.n_ctx;
-  s.window_blocks = u.window_blocks;
-  s.host_blocks = u.host_blocks;
-  s.disk_blocks = u.disk_blocks;
-  s.window_bytes = u.window_bytes;
-  s.host_bytes = u.host_bytes;
-  s.disk_bytes = u.disk_bytes;
-  s.moved_bytes = u.window_to_host_bytes + u.window_to_disk_bytes + u.cold_to_window_bytes;
+  s.window_blocks = u.kv.window_blocks;
+  s.host_blocks = u.kv.host_blocks;
+  s.disk_blocks = u.kv.disk_blocks;
+  s.window_bytes = u.kv.window_bytes;
+  s.host_bytes = u.kv.host_bytes;
+  s.disk_bytes = u.kv.disk_bytes;
+  s.moved_bytes = u.kv.window_to_host_bytes + u.kv.window_to_disk_bytes + u.kv.cold_to_window_bytes;
   if (u.gpu) {
     s.vram_weights = u.vram_weights;
     s.vram_window = u.vram_window;
     s.vram_scratch = u.vram_scratch;
     s.vram_free = vram_free;
   }
-  s.prefill_tokens_per_s =
-      u.prefill_s > 0 ? static_cast<double>(u.prefill_tokens_computed) / u.prefill_s : 0;
-  s.decode_tokens_per_s = u.decode_s > 0 ? static_cast<double>(u.decode_tokens) / u.decode_s : 0;
+  s.prefill_tokens_per_s = u.prefill_tokens_per_s();
+  s.decode_tokens_per_s = u.decode_tokens_per_s();
   // Tokens computed since the previous sample: prefill and decode alike move KV between tiers.
   // n_past is the session's position; a new session (map-reduce part) starts again from 0, so
   // a fall in n_past means "no previous sample of this session".

@@ -1,5 +1,9 @@
 #include "engine/session/session.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "engine/kv/kv_cache.h"
 
 namespace spw {
@@ -26,16 +30,31 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
   return Status::Ok();
 }
 
-void set_kv_usage(SessionUsage& u, const kv::KvStats& kv) {
-  u.window_blocks = kv.window_blocks;
-  u.host_blocks = kv.host_blocks;
-  u.disk_blocks = kv.disk_blocks;
-  u.window_bytes = kv.window_bytes;
-  u.host_bytes = kv.host_bytes;
-  u.disk_bytes = kv.disk_bytes;
-  u.window_to_host_bytes = kv.window_to_host_bytes;
-  u.window_to_disk_bytes = kv.window_to_disk_bytes;
-  u.cold_to_window_bytes = kv.cold_to_window_bytes;
+void read_counters(const SessionCounters& c, SessionUsage& u) {
+  const auto rd = [](const std::atomic<int64_t>& a) { return a.load(std::memory_order_relaxed); };
+  const auto sec = [&](const std::atomic<int64_t>& a) { return static_cast<double>(rd(a)) * 1e-9; };
+  u.prefill_tokens_computed = rd(c.prefill_tokens_computed);
+  u.decode_tokens = rd(c.decode_tokens);
+  u.prefill_s = sec(c.prefill_ns);
+  u.decode_s = sec(c.decode_ns);
+  u.window_attn_s = sec(c.window_attn_ns);
+  u.cold_attn_s = sec(c.cold_attn_ns);
+  u.merge_s = sec(c.merge_ns);
+  u.query_wait_s = sec(c.query_wait_ns);
+  u.query_d2h_bytes = rd(c.query_d2h_bytes);
+  u.partial_h2d_bytes = rd(c.partial_h2d_bytes);
+  u.prefill_stage_h2d_bytes = rd(c.prefill_stage_h2d_bytes);
+  u.decode_cold_to_device_bytes = rd(c.decode_cold_to_device_bytes);
+}
+
+int64_t process_rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<int64_t>(resident) * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 SessionUsage Session::usage() const {

@@ -10,12 +10,9 @@
 
 #include "engine/common/expected.h"
 #include "engine/gguf/ggml_types.h"
+#include "engine/session/usage.h"
 
 namespace spw {
-
-namespace kv {
-struct KvStats;
-}
 
 /// Element type of the KV cache. f32 is exact (for comparisons), f16 is the default
 /// (as llama.cpp), values are rounded to f16 when written. q8_0 stores each head's row as
@@ -52,27 +49,6 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
 /// thread that called eval(), so it may read the session (usage()).
 using EvalProgress = std::function<bool(int64_t done, int64_t total)>;
 
-/// What a session holds and has done, in one backend-neutral struct (the app's dashboard and
-/// job telemetry read it; the backends' own stats() carry more). Bytes are all layers, K + V.
-struct SessionUsage {
-  bool gpu = false;  // the session runs on a CUDA device (the vram_* fields are then filled)
-  int64_t n_past = 0, n_ctx = 0;
-  int64_t prefill_tokens_computed = 0, decode_tokens = 0;
-  double prefill_s = 0, decode_s = 0;  // wall time inside eval(), prompt and decode steps
-  // The tiered KV cache (engine/kv/kv_cache.h KvStats): blocks and bytes per tier, and bytes
-  // moved between tiers since the session began.
-  int64_t window_blocks = 0, host_blocks = 0, disk_blocks = 0;
-  int64_t window_bytes = 0, host_bytes = 0, disk_bytes = 0;
-  int64_t window_to_host_bytes = 0, window_to_disk_bytes = 0, cold_to_window_bytes = 0;
-  // GPU sessions: device memory by purpose, and bytes over PCIe in both directions (decode
-  // queries and partials, prefill staging, window blocks copied off the device).
-  int64_t vram_weights = 0, vram_window = 0, vram_scratch = 0;
-  int64_t pcie_bytes = 0;
-};
-
-/// Copies the tiered KV cache's blocks, bytes and tier-to-tier traffic into `u`.
-void set_kv_usage(SessionUsage& u, const kv::KvStats& kv);
-
 class Session {
  public:
   virtual ~Session() = default;
@@ -80,8 +56,8 @@ class Session {
   /// Installs (or, with an empty function, removes) the progress callback of later eval()s.
   void set_eval_progress(EvalProgress progress) { progress_ = std::move(progress); }
 
-  /// The session's counters now. The base fills n_past and n_ctx; the CPU and CUDA sessions
-  /// the rest. Call from the thread that calls eval().
+  /// The session's counters now (usage.h). The base fills n_past and n_ctx; the CPU and CUDA
+  /// sessions the rest. Any thread (the counters are atomics; n_past may be a step behind).
   virtual SessionUsage usage() const;
 
   /// Appends `tokens` at positions [n_past, n_past + tokens.size()) and runs the forward pass.

@@ -495,7 +495,7 @@ TEST(CudaTiered, SpilledGreedyEqualsCpuAndNoColdBytesReachTheGpuInDecode) {
         ASSERT_TRUE(free_gpu.ok());
         EXPECT_EQ(run(**free_gpu, prompt, 60).tokens, c.tokens) << what;
       }
-      const cuda::CudaSessionStats st = (*gpu)->stats();
+      const SessionUsage st = (*gpu)->usage();
       EXPECT_GT(st.kv.host_blocks, 0) << what;
       EXPECT_GT(st.kv.disk_blocks, 0) << what;
       EXPECT_EQ(st.kv.cold_to_window_bytes, 0) << what;
@@ -523,7 +523,7 @@ TEST(CudaTiered, DefaultPagingKeepsTheWholeContextOnTheGpu) {
   EXPECT_EQ(s->n_ctx(), spec.n_ctx);
   const std::vector<int32_t> prompt = make_prompt(200, spec.n_vocab);
   run(*s, prompt, 20);
-  const cuda::CudaSessionStats st = s->stats();
+  const SessionUsage st = s->usage();
   EXPECT_EQ(st.kv.host_blocks + st.kv.disk_blocks, 0);
   EXPECT_EQ(st.query_d2h_bytes, 0);
   EXPECT_EQ(st.window_d2h_bytes, 0);

@@ -184,7 +184,7 @@ TEST(CpuSession, EvalProgressReportsUbatchesAndCancels) {
   SessionUsage u = s->usage();
   EXPECT_EQ(u.n_past, 10);
   EXPECT_EQ(u.prefill_tokens_computed, 10);
-  EXPECT_EQ(u.window_blocks, 1);  // 10 tokens in one 256-token block
+  EXPECT_EQ(u.kv.window_blocks, 1);  // 10 tokens in one 256-token block
   EXPECT_FALSE(u.gpu);
 
   // Cancel after the first ubatch of the next prompt.

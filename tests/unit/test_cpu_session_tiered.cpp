@@ -153,11 +153,11 @@ void expect_spilling_is_exact(const Model& m, int64_t block, int64_t window, int
   // per-block partials whatever the tier): bit for bit.
   if (ubatch == 512) EXPECT_EQ(e, 0.0) << "block " << block << ", window " << window;
   ASSERT_TRUE(sp->flush_kv().ok());
-  const cpu::CpuSessionStats st = sp->stats();
+  const SessionUsage st = sp->usage();
   EXPECT_GT(st.kv.disk_blocks, 0) << "the disk tier must be used";
   EXPECT_GT(st.kv.host_blocks, 0);
   EXPECT_EQ(st.kv.cold_to_window_bytes, 0);
-  EXPECT_EQ(ref->stats().kv.disk_blocks + ref->stats().kv.host_blocks, 0);
+  EXPECT_EQ(ref->usage().kv.disk_blocks + ref->usage().kv.host_blocks, 0);
   std::printf(
       "[ block %lld window %lld ] %lld window / %lld host / %lld disk blocks, max rel err %.2e\n",
       static_cast<long long>(block), static_cast<long long>(window),
@@ -223,8 +223,8 @@ TEST(TieredStories, SpilledEqualsUnspilledAndTheReference) {
     const Trace r = run(*s, prompt, 64);
     EXPECT_EQ(r.greedy, expected) << "window " << window;
     ASSERT_TRUE(s->flush_kv().ok());
-    EXPECT_GT(s->stats().kv.disk_blocks, 0);
-    EXPECT_EQ(s->stats().kv.cold_to_window_bytes, 0);
+    EXPECT_GT(s->usage().kv.disk_blocks, 0);
+    EXPECT_EQ(s->usage().kv.cold_to_window_bytes, 0);
     // The oracle agrees on the prompt's logits (f32 KV).
     const auto ref_logits = ref["last_prompt_logits"].get<std::vector<float>>();
     EXPECT_LE(rel_err(r.logits[0], ref_logits), 1e-4);
@@ -243,7 +243,7 @@ TEST(TieredStories, SpilledEqualsUnspilledAndTheReference) {
     EXPECT_EQ(rb.greedy, ra.greedy);
     EXPECT_LE(worst_rel_err(rb, ra), 1e-5) << "block " << block;
     ASSERT_TRUE(b->flush_kv().ok());
-    EXPECT_GT(b->stats().kv.disk_blocks, 0) << "block " << block;
+    EXPECT_GT(b->usage().kv.disk_blocks, 0) << "block " << block;
   }
 
   // The reference session (contiguous cache) still agrees with the spilled fast path.
@@ -331,12 +331,12 @@ TEST(TieredSession, TelemetryCountsTiersAndTimes) {
   ASSERT_NE(s, nullptr);
   const Trace r = run(*s, random_prompt(100, spec.n_vocab, 5), 20);
   ASSERT_TRUE(s->flush_kv().ok());
-  const cpu::CpuSessionStats st = s->stats();
+  const SessionUsage st = s->usage();
   EXPECT_EQ(st.n_past, 120);
   EXPECT_EQ(st.prefill_tokens_computed, 100);
   EXPECT_EQ(st.decode_tokens, 20);
-  EXPECT_GT(st.decode_tokens_per_s, 0);
-  EXPECT_GT(st.prefill_tokens_per_s, 0);
+  EXPECT_GT(st.decode_tokens_per_s(), 0);
+  EXPECT_GT(st.prefill_tokens_per_s(), 0);
   EXPECT_GT(st.window_attn_s, 0);
   EXPECT_GT(st.cold_attn_s, 0);
   EXPECT_GT(st.merge_s, 0);
@@ -413,7 +413,7 @@ TEST(TieredSession, SnapshotSkipsTheRestoredPrefill) {
     ASSERT_TRUE(c->load_kv(snap).ok());
     EXPECT_EQ(c->n_past(), 150);
     const Trace rc = run(*c, prompt, 12);
-    EXPECT_EQ(c->stats().prefill_tokens_computed, 0);
+    EXPECT_EQ(c->usage().prefill_tokens_computed, 0);
     EXPECT_EQ(rc.greedy, ra.greedy);
     EXPECT_LE(worst_rel_err(rc, ra), 1e-5);
 
@@ -423,7 +423,7 @@ TEST(TieredSession, SnapshotSkipsTheRestoredPrefill) {
     auto d = make(*m, u, dir.path());
     ASSERT_TRUE(d->load_kv(snap).ok());
     const Trace rd = run(*d, longer, 4);
-    EXPECT_EQ(d->stats().prefill_tokens_computed, 5);
+    EXPECT_EQ(d->usage().prefill_tokens_computed, 5);
     auto e = make(*m, u, dir.path());
     const Trace re = run(*e, longer, 4);
     EXPECT_EQ(rd.greedy, re.greedy);
@@ -435,7 +435,7 @@ TEST(TieredSession, SnapshotSkipsTheRestoredPrefill) {
     auto f = make(*m, u, dir.path());
     ASSERT_TRUE(f->load_kv(snap).ok());
     const Trace rf = run(*f, other, 2);
-    EXPECT_EQ(f->stats().prefill_tokens_computed, 150);
+    EXPECT_EQ(f->usage().prefill_tokens_computed, 150);
     auto g = make(*m, u, dir.path());
     EXPECT_EQ(rf.logits, run(*g, other, 2).logits);
   }

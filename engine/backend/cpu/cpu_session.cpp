@@ -1,7 +1,5 @@
 #include "engine/backend/cpu/cpu_session.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cassert>
 #include <chrono>
@@ -29,16 +27,6 @@ int resolve_threads(int n) {
   if (n > 0) return n;
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
-}
-
-int64_t rss_bytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%lld %lld", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  return static_cast<int64_t>(resident) * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace
@@ -98,35 +86,13 @@ int64_t CpuSession::kv_bytes() const {
 }
 
 SessionUsage CpuSession::usage() const {
-  const CpuSessionStats st = stats();
   SessionUsage u;
-  u.n_past = st.n_past;
+  u.n_past = n_past_;
   u.n_ctx = n_ctx();
-  u.prefill_tokens_computed = st.prefill_tokens_computed;
-  u.decode_tokens = st.decode_tokens;
-  u.prefill_s = st.prefill_s;
-  u.decode_s = st.decode_s;
-  set_kv_usage(u, st.kv);
+  read_counters(tel_, u);
+  u.kv = cache_->stats();
+  u.rss_bytes = process_rss_bytes();
   return u;
-}
-
-CpuSessionStats CpuSession::stats() const {
-  const auto rd = [](const std::atomic<int64_t>& a) { return a.load(std::memory_order_relaxed); };
-  CpuSessionStats s;
-  s.n_past = n_past_;
-  s.prefill_tokens_computed = rd(tel_.prefill_tokens_computed);
-  s.prefill_s = static_cast<double>(rd(tel_.prefill_ns)) * 1e-9;
-  s.decode_tokens = rd(tel_.decode_tokens);
-  s.decode_s = static_cast<double>(rd(tel_.decode_ns)) * 1e-9;
-  if (s.prefill_s > 0)
-    s.prefill_tokens_per_s = static_cast<double>(s.prefill_tokens_computed) / s.prefill_s;
-  if (s.decode_s > 0) s.decode_tokens_per_s = static_cast<double>(s.decode_tokens) / s.decode_s;
-  s.window_attn_s = static_cast<double>(rd(tel_.window_attn_ns)) * 1e-9;
-  s.cold_attn_s = static_cast<double>(rd(tel_.cold_attn_ns)) * 1e-9;
-  s.merge_s = static_cast<double>(rd(tel_.merge_ns)) * 1e-9;
-  s.kv = cache_->stats();
-  s.rss_bytes = rss_bytes();
-  return s;
 }
 
 void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y) {

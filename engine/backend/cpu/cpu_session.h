@@ -34,32 +34,6 @@ struct CpuSessionParams {
   kv::KvSettings kv;       // block size, window, sinks, budgets, spill folder, attention mode
 };
 
-/// Counters of one session, updated by the session thread and its workers with relaxed atomics
-/// and readable from any thread without locks (a reader may see two steps mixed).
-/// Attention times are thread-seconds summed over the workers (jobs run concurrently).
-struct CpuSessionTelemetry {
-  std::atomic<int64_t> prefill_tokens_computed{0};  // positions computed by prompt evals
-  std::atomic<int64_t> prefill_ns{0};
-  std::atomic<int64_t> decode_tokens{0};  // single-token evals that extend a sequence
-  std::atomic<int64_t> decode_ns{0};
-  std::atomic<int64_t> window_attn_ns{0};  // jobs attending a query's window blocks
-  std::atomic<int64_t> cold_attn_ns{0};    // jobs attending its cold blocks
-  std::atomic<int64_t> merge_ns{0};        // log-sum-exp merges and finalisation
-};
-
-/// A plain copy of the telemetry, the cache's counters and the process's resident set size.
-struct CpuSessionStats {
-  int64_t n_past = 0;
-  int64_t prefill_tokens_computed = 0;
-  double prefill_s = 0, decode_s = 0;
-  int64_t decode_tokens = 0;
-  double prefill_tokens_per_s = 0;  // over every prompt eval so far (0 before the first)
-  double decode_tokens_per_s = 0;   // over every decode step so far (0 before the first)
-  double window_attn_s = 0, cold_attn_s = 0, merge_s = 0;
-  kv::KvStats kv;
-  int64_t rss_bytes = 0;  // /proc/self/statm resident pages x page size; 0 where unreadable
-};
-
 class CpuSession final : public Session {
  public:
   /// Errors: n_ctx < 0, n_threads < 0, n_ubatch < 1, a q8_0 KV type on a model whose
@@ -89,12 +63,12 @@ class CpuSession final : public Session {
   /// The tokens whose KV the cache holds, [n_past()].
   std::span<const int32_t> tokens() const { return history_; }
 
-  const CpuSessionTelemetry& telemetry() const { return tel_; }
-  CpuSessionStats stats() const;
+  /// Everything the session counts (usage.h): attention times in thread-seconds, the cache's
+  /// tiers (spills in flight may still land: flush_kv() first for final tiers), the RSS.
   SessionUsage usage() const override;
   const kv::KvCache& cache() const { return *cache_; }
 
-  /// Waits for the spills in flight (the tiers in stats() are then final).
+  /// Waits for the spills in flight (the tiers in usage() are then final).
   Status flush_kv() { return cache_->flush(); }
   /// Writes the cache and the token history to `path` (engine/kv/snapshot.h).
   Status save_kv(const std::string& path);
@@ -129,7 +103,7 @@ class CpuSession final : public Session {
   int64_t base_ = 0;              // first position of the ubatch being computed
   std::vector<int32_t> history_;  // [n_past]: the tokens whose KV the cache holds
   bool awaiting_prompt_ = false;  // load_kv() happened; the next eval is a whole prompt
-  CpuSessionTelemetry tel_;
+  SessionCounters tel_;
 
   // Small per-layer vectors dequantized once (norm weights, biases): [n_layer][...].
   struct LayerVectors {

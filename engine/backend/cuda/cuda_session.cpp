@@ -407,25 +407,6 @@ Status CudaSession::carve_scratch() {
   return Status::Ok();
 }
 
-SessionUsage CudaSession::usage() const {
-  const CudaSessionStats st = stats();
-  SessionUsage u;
-  u.gpu = true;
-  u.n_past = st.n_past;
-  u.n_ctx = n_ctx();
-  u.prefill_tokens_computed = st.prefill_tokens_computed;
-  u.decode_tokens = st.decode_tokens;
-  u.prefill_s = st.prefill_s;
-  u.decode_s = st.decode_s;
-  set_kv_usage(u, st.kv);
-  u.vram_weights = st.vram_weights;
-  u.vram_window = st.vram_window;
-  u.vram_scratch = st.vram_scratch;
-  u.pcie_bytes =
-      st.query_d2h_bytes + st.partial_h2d_bytes + st.prefill_stage_h2d_bytes + st.window_d2h_bytes;
-  return u;
-}
-
 // ---- The tiered KV cache --------------------------------------------------------------------
 
 void CudaSession::PinnedDeleter::operator()(void* p) const {
@@ -463,26 +444,19 @@ kernels::PagedLayer CudaSession::paged_layer(int64_t il) const {
   return L;
 }
 
-CudaSessionStats CudaSession::stats() const {
-  const auto rd = [](const std::atomic<int64_t>& a) { return a.load(std::memory_order_relaxed); };
-  CudaSessionStats s;
-  s.n_past = n_past_;
-  s.prefill_tokens_computed = rd(tel_.prefill_tokens_computed);
-  s.decode_tokens = rd(tel_.decode_tokens);
-  s.prefill_s = static_cast<double>(rd(tel_.prefill_ns)) * 1e-9;
-  s.decode_s = static_cast<double>(rd(tel_.decode_ns)) * 1e-9;
-  s.cold_attn_s = static_cast<double>(rd(tel_.cold_attn_ns)) * 1e-9;
-  s.query_wait_s = static_cast<double>(rd(tel_.query_wait_ns)) * 1e-9;
-  s.query_d2h_bytes = rd(tel_.query_d2h_bytes);
-  s.partial_h2d_bytes = rd(tel_.partial_h2d_bytes);
-  s.prefill_stage_h2d_bytes = rd(tel_.prefill_stage_h2d_bytes);
-  s.decode_cold_to_device_bytes = rd(tel_.decode_cold_to_device_bytes);
-  s.window_d2h_bytes = window_ ? window_->d2h_bytes() : 0;
-  s.vram_weights = arena_ ? arena_->used(ArenaPurpose::Weights) : 0;
-  s.vram_window = arena_ ? arena_->used(ArenaPurpose::Kv) : 0;
-  s.vram_scratch = arena_ ? arena_->used(ArenaPurpose::Scratch) : 0;
-  s.kv = cache_->stats();
-  return s;
+SessionUsage CudaSession::usage() const {
+  SessionUsage u;
+  u.gpu = true;
+  u.n_past = n_past_;
+  u.n_ctx = n_ctx();
+  u.window_d2h_bytes = window_ ? window_->d2h_bytes() : 0;
+  read_counters(tel_, u);
+  u.kv = cache_->stats();
+  u.vram_weights = arena_ ? arena_->used(ArenaPurpose::Weights) : 0;
+  u.vram_window = arena_ ? arena_->used(ArenaPurpose::Kv) : 0;
+  u.vram_scratch = arena_ ? arena_->used(ArenaPurpose::Scratch) : 0;
+  u.rss_bytes = process_rss_bytes();
+  return u;
 }
 
 }  // namespace spw::cuda

@@ -84,32 +84,6 @@ struct CudaSessionParams {
   int64_t stage_tokens = 4096;
 };
 
-/// Counters of one session (relaxed atomics, readable from any thread without locks).
-struct CudaSessionTelemetry {
-  std::atomic<int64_t> prefill_tokens_computed{0};
-  std::atomic<int64_t> prefill_ns{0};
-  std::atomic<int64_t> decode_tokens{0};
-  std::atomic<int64_t> decode_ns{0};
-  std::atomic<int64_t> cold_attn_ns{0};             // CPU threads attending cold blocks (wall time)
-  std::atomic<int64_t> query_wait_ns{0};            // the host waiting for a layer's query
-  std::atomic<int64_t> query_d2h_bytes{0};          // queries copied to the host (split attention)
-  std::atomic<int64_t> partial_h2d_bytes{0};        // the CPU's partials copied back
-  std::atomic<int64_t> prefill_stage_h2d_bytes{0};  // cold KV staged to the GPU in prefill
-  std::atomic<int64_t> decode_cold_to_device_bytes{0};  // cold KV moved to the GPU in decode: 0
-};
-
-/// A plain copy of the telemetry plus the cache's counters and the arena's bytes.
-struct CudaSessionStats {
-  int64_t n_past = 0;
-  int64_t prefill_tokens_computed = 0, decode_tokens = 0;
-  double prefill_s = 0, decode_s = 0, cold_attn_s = 0, query_wait_s = 0;
-  int64_t query_d2h_bytes = 0, partial_h2d_bytes = 0, prefill_stage_h2d_bytes = 0;
-  int64_t decode_cold_to_device_bytes = 0;
-  int64_t window_d2h_bytes = 0;  // blocks copied off the GPU (spills, snapshot reads)
-  int64_t vram_weights = 0, vram_window = 0, vram_scratch = 0;
-  kv::KvStats kv;
-};
-
 /// Bytes a session will take on the GPU, by purpose (what create() checks and allocates).
 struct CudaMemoryPlan {
   int64_t weights = 0, kv = 0, scratch = 0;  // kv: the window's block slots
@@ -174,8 +148,8 @@ class CudaSession final : public Session {
   int64_t n_ctx() const override { return cache_->max_tokens(); }
   int64_t n_vocab() const override { return c_.n_vocab; }
 
-  /// Counters, the cache's tiers and the VRAM by purpose. Any thread.
-  CudaSessionStats stats() const;
+  /// Everything the session counts (usage.h): the cache's tiers, the VRAM by purpose, the bytes
+  /// over PCIe (decode_cold_to_device_bytes stays 0), the cold attention's CPU wall time.
   SessionUsage usage() const override;
   /// The tiered cache (tests, telemetry).
   const kv::KvCache& cache() const { return *cache_; }
@@ -303,7 +277,7 @@ class CudaSession final : public Session {
   std::vector<int64_t> cold_;         // indices into views_ of the cold blocks
   std::vector<kv::BlockView> cold_views_;  // the cold blocks of the layer being attended
   int64_t n_write_ = 0, n_window_ = 0, first_block_ = 0;  // the tables of the ubatch
-  CudaSessionTelemetry tel_;
+  SessionCounters tel_;
   std::vector<double> inv_freq_;    // [n_rot / 2]
   std::vector<float> cs_host_;      // [n_ub][n_rot]
   std::vector<float> logits_;       // [n_vocab], the last eval's
