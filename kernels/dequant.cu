@@ -60,12 +60,12 @@ __global__ void __launch_bounds__(kThreads)
 
 cudaError_t launch_dequant_f16(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
                                int64_t row0, int64_t n_rows, uint16_t* dst, cudaStream_t stream) {
-  const auto traits = type_traits(static_cast<uint32_t>(type));
-  if (!traits || !is_supported_type(type)) return cudaErrorInvalidValue;
-  if (n_in <= 0 || row0 < 0 || n_rows < 0 || n_in % traits->block_size != 0) {
+  const BlockShape shape = block_shape(type);
+  if (shape.elems == 0) return cudaErrorInvalidValue;  // not a weight type the kernels decode
+  if (n_in <= 0 || row0 < 0 || n_rows < 0 || n_in % shape.elems != 0) {
     return cudaErrorInvalidValue;
   }
-  const int64_t data_bytes = n_in / traits->block_size * traits->type_size;
+  const int64_t data_bytes = n_in / shape.elems * shape.bytes;
   if (row_bytes < data_bytes) return cudaErrorInvalidValue;
   if (n_rows == 0) return cudaSuccess;
   if (!w || !dst) return cudaErrorInvalidValue;
@@ -73,7 +73,7 @@ cudaError_t launch_dequant_f16(GgmlType type, const void* w, int64_t row_bytes, 
   const auto align = reinterpret_cast<uintptr_t>(w) | static_cast<uintptr_t>(row_bytes);
   if (align % (type == GgmlType::F32 ? 4 : 2) != 0) return cudaErrorInvalidValue;
 
-  const int64_t units = traits->block_size == 1 ? n_in : n_in / 8;
+  const int64_t units = shape.elems == 1 ? n_in : n_in / 8;
   const int64_t bx = (units + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(bx < kMaxGridX ? bx : kMaxGridX),
                   static_cast<unsigned>(n_rows < kMaxGridY ? n_rows : kMaxGridY));

@@ -54,10 +54,10 @@ __global__ void __launch_bounds__(kThreads)
 
 cudaError_t launch_get_rows(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
                             const int32_t* ids, int64_t n, float* dst, cudaStream_t stream) {
-  const auto traits = type_traits(static_cast<uint32_t>(type));
-  if (!traits || !is_supported_type(type)) return cudaErrorInvalidValue;
-  if (n_in <= 0 || n < 0 || n_in % traits->block_size != 0) return cudaErrorInvalidValue;
-  const int64_t data_bytes = n_in / traits->block_size * traits->type_size;
+  const BlockShape shape = block_shape(type);
+  if (shape.elems == 0) return cudaErrorInvalidValue;  // not a weight type the kernels decode
+  if (n_in <= 0 || n < 0 || n_in % shape.elems != 0) return cudaErrorInvalidValue;
+  const int64_t data_bytes = n_in / shape.elems * shape.bytes;
   if (row_bytes < data_bytes) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (!w || !ids || !dst) return cudaErrorInvalidValue;
@@ -65,7 +65,7 @@ cudaError_t launch_get_rows(GgmlType type, const void* w, int64_t row_bytes, int
   const auto align = reinterpret_cast<uintptr_t>(w) | static_cast<uintptr_t>(row_bytes);
   if (align % (type == GgmlType::F32 ? 4 : 2) != 0) return cudaErrorInvalidValue;
 
-  const int64_t units = traits->block_size == 1 ? n_in : n_in / 8;
+  const int64_t units = shape.elems == 1 ? n_in : n_in / 8;
   const int64_t bx = (units + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(bx < kMaxGridX ? bx : kMaxGridX),
                   static_cast<unsigned>(n < kMaxGridY ? n : kMaxGridY));

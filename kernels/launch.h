@@ -8,7 +8,7 @@
 //   otherwise cudaGetLastError() right after the launch; callers wrap each call in CUDA_CHECK.
 // - Weights are GGUF tensors uploaded byte for byte: a weight mapping n_in -> n_out is n_out
 //   rows, row r starting at byte r * row_bytes (row_bytes = row_size(type, n_in)), each row in
-//   `type`'s blocks as ggml lays them out (engine/gguf/ggml_types.h). n_in must be a multiple
+//   `type`'s blocks as ggml lays them out (formats/ggml_format.h). n_in must be a multiple
 //   of the type's block size (the model loader checks it).
 // - Zero-sized work (n_out, n_tok, n_rows or n == 0) returns cudaSuccess and launches
 //   nothing; negative sizes are invalid. Weight pointers must be at least 2-byte aligned (4 for
@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "engine/gguf/ggml_types.h"
+#include "formats/ggml_format.h"
 #include "kernels/paged_math.h"
 
 namespace spw::kernels {

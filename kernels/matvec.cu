@@ -275,12 +275,12 @@ cudaError_t launch_typed(const uint8_t* w, int64_t row_bytes, int64_t n_in, int6
 cudaError_t launch_matvec(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
                           int64_t n_out, const float* x, int64_t n_tok, float* y,
                           cudaStream_t stream) {
-  const auto traits = type_traits(static_cast<uint32_t>(type));
-  if (!traits || !is_supported_type(type)) return cudaErrorInvalidValue;
-  if (n_in <= 0 || n_out < 0 || n_tok < 0 || n_in % traits->block_size != 0) {
+  const BlockShape shape = block_shape(type);
+  if (shape.elems == 0) return cudaErrorInvalidValue;  // not a weight type the kernels decode
+  if (n_in <= 0 || n_out < 0 || n_tok < 0 || n_in % shape.elems != 0) {
     return cudaErrorInvalidValue;
   }
-  const int64_t data_bytes = n_in / traits->block_size * traits->type_size;
+  const int64_t data_bytes = n_in / shape.elems * shape.bytes;
   if (row_bytes < data_bytes) return cudaErrorInvalidValue;
   if (n_out == 0 || n_tok == 0) return cudaSuccess;  // nothing to compute
   if (!w || !x || !y) return cudaErrorInvalidValue;

@@ -4,8 +4,8 @@
 // as device code: no CUDA header is needed.
 //
 // Block formats: ggml's block_q4_0 ... block_q6_K (ggml-common.h), mirrored by the packed
-// structs of engine/gguf/ggml_types.h; the decoding rules are those of ggml's
-// dequantize_row_* as engine/gguf/ggml_types.cpp writes them.
+// structs of formats/ggml_format.h; the decoding rules are those of ggml's dequantize_row_* as
+// the engine's reference (engine/gguf/ggml_types.cpp) writes them.
 //
 // Exactness. Every decoded float equals dequantize_row()'s bit for bit:
 // - the integer codes become floats exactly (small integers; see small_uint_to_float),
@@ -32,7 +32,7 @@
 #include <cstdint>
 #include <cstring>  // std::memcpy, host side only
 
-#include "engine/gguf/ggml_types.h"
+#include "formats/ggml_format.h"
 #include "kernels/common.h"
 
 namespace spw::kernels {
@@ -515,6 +515,26 @@ inline bool dispatch_type(GgmlType type, F&& f) {
     default:
       return false;
   }
+}
+
+/// Elements and bytes of one block of a type the kernels decode (1 element for F32/F16/BF16).
+struct BlockShape {
+  int64_t elems = 0;  // 0: a type the kernels do not decode
+  int64_t bytes = 0;
+};
+
+/// BlockTraits' kBlockElems and kBlockBytes of `type`; {0, 0} for any type dispatch_type()
+/// refuses. Host only: the launchers check a weight's n_in and row_bytes with it, which keeps
+/// the kernels free of the engine's type table (they agree with its type_traits(): checked by
+/// tests/unit/test_kernel_quant_math.cpp).
+inline BlockShape block_shape(GgmlType type) {
+  BlockShape shape;
+  dispatch_type(type, [&](auto tr) {
+    using TR = decltype(tr);
+    shape.elems = TR::kBlockElems;
+    shape.bytes = TR::kBlockBytes;
+  });
+  return shape;
 }
 
 }  // namespace spw::kernels

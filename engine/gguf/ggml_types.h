@@ -1,5 +1,7 @@
-// Tensor element types as the GGUF format numbers them (ggml_type), their block layouts,
-// and reference (scalar) dequantize / quantize of whole rows.
+// What the engine knows about the GGUF tensor types: their names and sizes, which of them it
+// computes with, and reference (scalar) dequantize / quantize of whole rows. The type numbers
+// (GgmlType) and the block layouts (BlockQ4_0 ... BlockQ6_K) are in formats/ggml_format.h,
+// which kernels/ includes too.
 //
 // Source: the GGUF specification (ggml/docs/gguf.md) and ggml's block definitions
 // (ggml-common.h). A row of n elements of a block type occupies n / block_size blocks
@@ -12,103 +14,9 @@
 #include <string>
 #include <string_view>
 
+#include "formats/ggml_format.h"
+
 namespace spw {
-
-/// ggml_type numbers, exactly as stored in a GGUF tensor index. Only the supported types
-/// and the ones we refuse by name are listed; any other number is "unknown".
-enum class GgmlType : uint32_t {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  Q8_K = 15,
-  IQ2_XXS = 16,
-  IQ2_XS = 17,
-  IQ3_XXS = 18,
-  IQ1_S = 19,
-  IQ4_NL = 20,
-  IQ3_S = 21,
-  IQ2_S = 22,
-  IQ4_XS = 23,
-  I8 = 24,
-  I16 = 25,
-  I32 = 26,
-  I64 = 27,
-  F64 = 28,
-  IQ1_M = 29,
-  BF16 = 30,
-  TQ1_0 = 34,
-  TQ2_0 = 35,
-  MXFP4 = 39,
-};
-
-inline constexpr int kQK4_0 = 32;  // elements per Q4_0 block
-inline constexpr int kQK4_1 = 32;
-inline constexpr int kQK5_0 = 32;
-inline constexpr int kQK5_1 = 32;
-inline constexpr int kQK8_0 = 32;
-inline constexpr int kQK_K = 256;       // elements per K-quant super-block
-inline constexpr int kKScaleSize = 12;  // packed 6-bit scales/mins of Q4_K and Q5_K
-
-// Block layouts (packed, little-endian, exactly as in the file). `d`, `m`, `dmin` are
-// binary16 bit patterns.
-#pragma pack(push, 1)
-struct BlockQ4_0 {
-  uint16_t d;
-  uint8_t qs[kQK4_0 / 2];
-};  // 18 B
-struct BlockQ4_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qs[kQK4_1 / 2];
-};  // 20 B
-struct BlockQ5_0 {
-  uint16_t d;
-  uint8_t qh[4];
-  uint8_t qs[kQK5_0 / 2];
-};  // 22 B
-struct BlockQ5_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qh[4];
-  uint8_t qs[kQK5_1 / 2];
-};  // 24 B
-struct BlockQ8_0 {
-  uint16_t d;
-  int8_t qs[kQK8_0];
-};                              // 34 B
-struct BlockQ4_K {              // 144 B
-  uint16_t d;                   // super-block scale for the 6-bit scales
-  uint16_t dmin;                // super-block scale for the 6-bit mins
-  uint8_t scales[kKScaleSize];  // 8 scales + 8 mins, 6 bits each
-  uint8_t qs[kQK_K / 2];        // 4-bit quants
-};
-struct BlockQ5_K {  // 176 B
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[kKScaleSize];
-  uint8_t qh[kQK_K / 8];  // 5th bit of each quant
-  uint8_t qs[kQK_K / 2];  // low 4 bits
-};
-struct BlockQ6_K {            // 210 B
-  uint8_t ql[kQK_K / 2];      // low 4 bits
-  uint8_t qh[kQK_K / 4];      // high 2 bits
-  int8_t scales[kQK_K / 16];  // 8-bit sub-block scales
-  uint16_t d;                 // super-block scale
-};
-#pragma pack(pop)
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 /// What the loader knows about a type number.
 struct TypeTraits {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -184,6 +185,26 @@ TEST(KernelQuantMath, GroupRunsAreFourAligned) {
   }
   EXPECT_FALSE(dispatch_type(GgmlType::Q2_K, [](auto) {}));
   EXPECT_FALSE(dispatch_type(GgmlType::Q8_1, [](auto) {}));
+}
+
+// The launchers check their weights with block_shape() instead of the engine's type table: for
+// every type number the two must accept the same types with the same sizes.
+TEST(KernelQuantMath, BlockShapeAgreesWithTheTypeTable) {
+  int n_supported = 0;
+  for (uint32_t number = 0; number < 64; ++number) {
+    const auto type = static_cast<GgmlType>(number);
+    const auto traits = type_traits(number);
+    const BlockShape shape = block_shape(type);
+    if (traits && is_supported_type(type)) {
+      ++n_supported;
+      EXPECT_EQ(shape.elems, traits->block_size) << type_name(number);
+      EXPECT_EQ(shape.bytes, traits->type_size) << type_name(number);
+    } else {
+      EXPECT_EQ(shape.elems, 0) << type_name(number);
+      EXPECT_EQ(shape.bytes, 0) << type_name(number);
+    }
+  }
+  EXPECT_EQ(n_supported, static_cast<int>(std::size(kTypes)));
 }
 
 TEST(KernelQuantMath, HalfToFloatEveryPattern) {
