@@ -83,13 +83,7 @@ cudaError_t launch_add_bias(float* x, const float* bias, int64_t n, int64_t n_ro
                             cudaStream_t stream);
 
 // ---- kv_store.cu ------------------------------------------------------------------------
-/// Writes n_tok rows of row_elems floats (src [n_tok][row_elems]) into a contiguous KV cache
-/// [n_ctx][row_elems] of kv_type F32 or F16 (others: cudaErrorInvalidValue) at positions
-/// [pos0, pos0 + n_tok). f16 rounding as launch_f32_to_f16.
-cudaError_t launch_kv_store(const float* src, void* cache, GgmlType kv_type, int64_t row_elems,
-                            int64_t pos0, int64_t n_tok, cudaStream_t stream);
-
-/// Paged variant for the GPU window: n_tok rows src [n_tok][n_kv_heads][row_dim] (K or V of
+/// The GPU window's KV write: n_tok rows src [n_tok][n_kv_heads][row_dim] (K or V of
 /// positions [pos0, pos0 + n_tok)) into the slots of the blocks that hold them, in the layout of
 /// kernels/paged_math.h: blocks[i] is logical block first_block + i (first_block = pos0 /
 /// block_size), part_off the layer's K or V part in a slot (PagedLayer::k_off / v_off).
@@ -99,25 +93,6 @@ cudaError_t launch_kv_store_paged(const float* src, GgmlType kv_type, int64_t ro
                                   int64_t n_kv_heads, const PagedBlock* blocks, int64_t first_block,
                                   int64_t block_size, int64_t part_off, int64_t pos0, int64_t n_tok,
                                   cudaStream_t stream);
-
-// ---- attention.cu -----------------------------------------------------------------------
-/// Causal attention of n_tok queries at positions [pos0, pos0 + n_tok) over a contiguous KV
-/// cache: query t attends cache positions [0, pos0 + t] (decode is n_tok == 1). Online
-/// softmax in f32 (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): never an
-/// n x n score matrix. GQA: query head h reads KV head h / (n_head / n_kv_heads).
-///   q   [n_tok][n_head][head_dim] f32
-///   k   [>= pos0 + n_tok][n_kv_heads * head_dim]   in kv_type (F32 or F16)
-///   v   [>= pos0 + n_tok][n_kv_heads * head_dim_v] in kv_type
-///   out [n_tok][n_head][head_dim_v] f32 = softmax(scale * q k^T) v
-/// Needs n_head % n_kv_heads == 0, head_dim and head_dim_v <= 256, n_head <= 65535 and
-/// pos0 + n_tok <= INT32_MAX. Part 1 takes no scratch, so a decode query's KV range is split
-/// across the warps of one block, not across blocks: n_head blocks per token (flash-decoding
-/// over many blocks, with a workspace for the partials, comes with the paged GPU window). K and
-/// V share one kv_type (sessions refuse mixed K/V types on CUDA).
-cudaError_t launch_attention(const float* q, const void* k, const void* v, GgmlType kv_type,
-                             float* out, int64_t n_tok, int64_t pos0, int64_t n_head,
-                             int64_t n_kv_heads, int64_t head_dim, int64_t head_dim_v, float scale,
-                             cudaStream_t stream);
 
 // ---- paged_attention.cu ----------------------------------------------------------------
 /// Most splits of a block table a decode launch uses (bounds the partials' workspace).
@@ -153,16 +128,6 @@ cudaError_t launch_paged_attention(const float* q, const PagedBlock* table, int6
 cudaError_t launch_attn_combine(const float* part_o, const float* part_ms, int64_t n_parts,
                                 int64_t n_tok, int64_t n_head, int64_t head_dim_v, float* out_o,
                                 float* out_ms, cudaStream_t stream);
-
-// ---- sampling.cu ------------------------------------------------------------------------
-/// out[0] = the index of the largest of x[0..n) (the lowest index among equal maxima; NaN
-/// never wins; 0 when every value is NaN). 1 <= n <= INT32_MAX.
-cudaError_t launch_argmax(const float* x, int64_t n, int32_t* out, cudaStream_t stream);
-/// The k largest of x[0..n) (1 <= k <= 256, k <= n), sorted by value descending, ties by
-/// lower index first (-0 and +0 tie; NaN ranks below -inf): idx[0..k), val[0..k).
-/// n <= INT32_MAX.
-cudaError_t launch_topk(const float* x, int64_t n, int k, int32_t* idx, float* val,
-                        cudaStream_t stream);
 
 // ---- probe.cu ---------------------------------------------------------------------------
 /// cudaSuccess when this build's kernels have code the current device can run (asked with

@@ -1,6 +1,6 @@
-// The online-softmax arithmetic of the attention kernels (kernels/attention.cu), shared with
-// the CPU tests (tests/unit/test_kernel_softmax_math.cpp), so the rules that keep it exact and
-// NaN-free are checked without a GPU.
+// The online-softmax arithmetic of the attention kernels (kernels/paged_attention.cu), shared
+// with the CPU tests (tests/unit/test_kernel_softmax_math.cpp), so the rules that keep it exact
+// and NaN-free are checked without a GPU.
 //
 // A softmax-weighted sum over scores x_j and values v_j is carried as a *partial*
 //   m = max_j x_j,  s = sum_j exp(x_j - m),  o = sum_j exp(x_j - m) v_j   (o unnormalised)
