@@ -1,4 +1,4 @@
-// Attention over the paged KV cache (the GPU window of CUDA part 2): partial results (o
+// Attention over the paged KV cache's GPU window (docs/DESIGN.md §4.3): partial results (o
 // unnormalised, running max m, running sum s) over the blocks of a block table, and their
 // log-sum-exp combination with other partials (more splits of the table, a batch of cold blocks
 // staged for prefill, the CPU's partial over the cold tiers). The arithmetic is

@@ -1,5 +1,5 @@
-// The memory dashboard (DESIGN.md §6, a dock of the main window): the engine's telemetry over
-// the last five minutes, one chart per quantity (Qt Charts):
+// The memory dashboard (docs/DESIGN.md §6 and §4.6, a dock of the main window): the engine's
+// telemetry over the last five minutes, one chart per quantity (Qt Charts):
 //   VRAM: weights, KV window, scratch, free (GPU sessions only; on the CPU a line says so)
 //   host RAM: KV host tier, process RSS, system available
 //   disk tier bytes

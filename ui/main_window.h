@@ -1,4 +1,4 @@
-// The main window (DESIGN.md §6): the library (left dock), the PDF page viewer (centre), chat
+// The main window (docs/DESIGN.md §6): the library (left dock), the PDF page viewer (centre), chat
 // (right dock), the memory dashboard and job queue (bottom docks, tabbed). The chat, dashboard
 // and jobs widgets are made elsewhere and handed in with the setters; until then the docks hold
 // placeholders that say what will be there.

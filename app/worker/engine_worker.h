@@ -1,4 +1,4 @@
-// The desktop app's engine worker (DESIGN.md §5 "Worker"): the loaded model (app::Engine), a
+// The desktop app's engine worker (docs/DESIGN.md §5.5): the loaded model (app::Engine), a
 // Library connection of its own and every run live on one QThread that this object starts and
 // owns; the object itself lives on the thread that created it (the GUI thread), so the UI calls
 // its slots and connects to its signals as to any widget's.

@@ -10,7 +10,7 @@
 // Safety: the rendered prompt is a list of segments. Scaffolding (role markers, "<|im_end|>",
 // "</s>", ...) is trusted: its special-token texts become special tokens. Message contents are
 // untrusted: a user message or document containing "<|im_end|>" or "<|eot_id|>" tokenizes as
-// ordinary text (Tokenizer::encode_segments; DESIGN.md §3).
+// ordinary text (Tokenizer::encode_segments; docs/DESIGN.md §3.2).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The tiered, paged KV cache of one sequence (docs/DESIGN.md §4). Which block goes to which tier
-// is the tier policy's (tier_policy.h); this class keeps the block table and moves the bytes.
+// The tiered, paged KV cache of one sequence (docs/DESIGN.md §4.1, §4.4). Which block goes to which
+// tier is the tier policy's (tier_policy.h); this class keeps the block table and moves the bytes.
 //
 // KV lives in blocks of block_size tokens. A *logical block* b holds positions
 // [b * block_size, (b + 1) * block_size) for every layer; per layer its K part is

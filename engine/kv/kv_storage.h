@@ -13,7 +13,7 @@
 
 namespace spw::kv {
 
-/// A window whose slots live outside RAM (CUDA part 2: in the device arena). The cache never
+/// A window whose slots live outside RAM (the CUDA session's: in the device arena). The cache never
 /// dereferences slot(i); it hands those addresses out in BlockView (tier Window) and moves a
 /// slot's bytes with copy_out / copy_in. Each slot is block_bytes long in the read_block layout,
 /// so a slot and a Host slot are byte for byte the same.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/common/size.h"
+#include "engine/gguf/ggml_types.h"
 
 namespace spw::kv {
 

@@ -27,7 +27,7 @@
 #include <string_view>
 
 #include "engine/common/expected.h"
-#include "engine/gguf/ggml_types.h"
+#include "formats/ggml_format.h"
 
 namespace spw::kv {
 

@@ -66,8 +66,8 @@ struct SessionChoice {
 /// fits in the device's free memory, else the CPU with `note` saying why. cpu: the fast CPU
 /// session. cuda: CUDA or an error "--device cuda: <reason>" (never a silent CPU fallback).
 /// The approximate attention modes (streaming, topk) run on the CPU only: auto picks the CPU and
-/// says so in `note`; cuda is refused with that reason. Every other paging setting runs on both
-/// (CUDA: the window on the GPU, CUDA part 2).
+/// says so in `note`; cuda is refused with that reason. Every other KV setting runs on both
+/// (CUDA: the window on the GPU).
 /// Errors otherwise as the backend's create() (bad n_ctx, q8_0 KV on head_dim % 32 != 0, ...).
 Expected<SessionChoice> create_session(const Model& model, const SessionParams& params,
                                        const BackendOptions& opts = {});

@@ -8,7 +8,7 @@
 //    with encode_segments, only inside trusted segments). llama.cpp always splits USER_DEFINED
 //    token texts out of the input, even with parse_special = false; we do so only for "inert"
 //    ones whose text cannot act as markup (see encode), so that text from documents and users
-//    cannot smuggle in tokens (DESIGN.md §3: special tokens only in trusted text);
+//    cannot smuggle in tokens (docs/DESIGN.md §3.2: special tokens only in trusted text);
 //  - when the metadata names no EOT token, the first of llama.cpp's EOT names (in its list
 //    order) that the vocabulary has is taken, where llama.cpp takes whichever its hash map
 //    yields first;

@@ -439,7 +439,7 @@ TEST(CudaSession, FactoryPicksCudaWhenUsable) {
   }
 }
 
-// ---- The tiered KV cache with the window on the GPU (CUDA part 2) ----------------------------
+// ---- The tiered KV cache with the window on the GPU -----------------------------------------
 
 // Spilling forced: a window of one 16-token block (plus the sink block), a host budget of two
 // blocks, the rest on disk; prefill in ubatches of 16, so later ubatches stage cold blocks.

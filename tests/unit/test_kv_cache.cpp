@@ -377,7 +377,7 @@ TEST(KvCache, RoundTripBlock16TwentySinksF16) {
 TEST(KvCache, RoundTripBlock256) {
   run_scenario({256, 4, 300, GgmlType::F16, GgmlType::F16, 8, 3000, 512});
 }
-// The window in a DeviceWindow (CUDA part 2's layout, RAM standing in for the GPU): the same
+// The window in a DeviceWindow (the CUDA session's layout, RAM standing in for the GPU): the same
 // tiers, bytes and accounting, every spill through copy_out.
 TEST(KvCache, DeviceWindowRoundTripBlock16) {
   run_scenario({16, 4, 40, GgmlType::F16, GgmlType::F16, 8, 2500, 100, true});

@@ -1,4 +1,4 @@
-// Layering (DESIGN.md §2). Dependencies point down only: ui/ -> app/ -> engine/ -> kernels/,
+// Layering (docs/DESIGN.md §2). Dependencies point down only: ui/ -> app/ -> engine/ -> kernels/,
 // with formats/ (the GGUF block formats) the leaf under both engine/ and kernels/. Checked here:
 // - engine/ and kernels/ are plain C++ and include no Qt header;
 // - ui/ talks to app/ only and includes nothing from engine/; app/ includes nothing from ui/;
@@ -101,21 +101,21 @@ TEST(Layering, SourceDirIsTheTree) {
 TEST(Layering, EngineIncludesNoQt) {
   const Scan scan = scan_includes("engine", kQtHeader);
   EXPECT_TRUE(scan.offences.empty())
-      << "engine/ must stay Qt-free (DESIGN.md §2); Qt includes found:\n"
+      << "engine/ must stay Qt-free (docs/DESIGN.md §2); Qt includes found:\n"
       << join(scan.offences);
 }
 
 TEST(Layering, KernelsIncludeNoQt) {
   const Scan scan = scan_includes("kernels", kQtHeader);
   EXPECT_TRUE(scan.offences.empty())
-      << "kernels/ must stay Qt-free (DESIGN.md §2); Qt includes found:\n"
+      << "kernels/ must stay Qt-free (docs/DESIGN.md §2); Qt includes found:\n"
       << join(scan.offences);
 }
 
 TEST(Layering, UiIncludesNoEngineHeader) {
   const Scan scan = scan_includes("ui", kEngineHeader);
   EXPECT_TRUE(scan.offences.empty())
-      << "ui/ talks to app/ only, never to engine/ (DESIGN.md §2); engine includes found:\n"
+      << "ui/ talks to app/ only, never to engine/ (docs/DESIGN.md §2); engine includes found:\n"
       << join(scan.offences);
 }
 

@@ -61,7 +61,7 @@ const Suggestion* find(const Plan& p, const std::string& kind) {
 std::string flag_value(const Suggestion& s) { return s.flag.substr(s.flag.find(' ') + 1); }
 
 TEST(PlannerBytes, F16IsTwoBytesPerElement) {
-  // 2 x n_layer x n_kv_heads x head_dim x 2 (DESIGN.md: Llama-3-8B 128 KiB per token).
+  // 2 x n_layer x n_kv_heads x head_dim x 2 (docs/DESIGN.md §4.1: Llama-3-8B 128 KiB per token).
   EXPECT_EQ(plan_ok(llama3_8b()).kv_bytes_per_token, 2 * 32 * 8 * 128 * 2);
   EXPECT_EQ(plan_ok(llama3_8b()).kv_bytes_per_token, 128 * kKiB);
   EXPECT_EQ(plan_ok(stories()).kv_bytes_per_token, 640);

@@ -4,7 +4,7 @@
 // activations quantized per block (Q8_0 / Q8_K) for the integer dot products, a persistent
 // thread pool, and prefill in ubatches.
 //
-// KV lives in the tiered, paged cache (engine/kv/kv_cache.h, docs/DESIGN.md §4): blocks of
+// KV lives in the tiered, paged cache (engine/kv/kv_cache.h, docs/DESIGN.md §4.1-§4.3): blocks of
 // block_size positions, the sink and recent blocks in the window (RAM here), older blocks spilled
 // to the host arena and then the disk file, attended where they lie by the CPU attention
 // scheduler (engine/backend/cpu/tiered_attention.h): exact attention merges one partial per

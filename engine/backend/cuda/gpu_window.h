@@ -1,4 +1,4 @@
-// The KV cache's window on the GPU (CUDA part 2; ../shared/DESIGN.md §4): a fixed pool of block
+// The KV cache's window on the GPU (docs/DESIGN.md §4.1, §4.3): a fixed pool of block
 // slots carved from the session's device arena, handed to kv::KvCache as its DeviceWindow. The
 // cache keeps the bookkeeping (block table, tiers, spills, budgets); this class only moves a
 // slot's bytes:
