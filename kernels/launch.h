@@ -64,7 +64,7 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, 
 // ---- rope.cu ----------------------------------------------------------------------------
 /// Rotary position embedding (Su et al. 2021, RoFormer) in place on x [n_tok][n_heads][head_dim]:
 /// the first n_rot dims of every head rotated with token t's cos/sin table cs[t][0..n_rot),
-/// laid out as engine/backend/cpu/ops.h rope_cos_sin() writes it (cos at i, sin at n_rot/2 + i,
+/// laid out as engine/cpu/ops.h rope_cos_sin() writes it (cos at i, sin at n_rot/2 + i,
 /// angles formed in double on the host, `rope_freqs` and linear scaling already applied).
 /// neox == false pairs (2i, 2i+1) (llama); true pairs (i, i + n_rot/2) (qwen2, qwen3).
 cudaError_t launch_rope(float* x, const float* cs, int64_t n_tok, int64_t n_heads, int64_t head_dim,

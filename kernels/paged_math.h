@@ -82,7 +82,7 @@ SPW_HD float fmax_abs(float m, float x) {
 }
 
 /// The Q8_0 scale of a 32-element block whose largest |x| is amax, and its inverse, as the CPU
-/// cache writes them (engine/backend/cpu: d = amax / 127, id = 1 / d, or 0 for an all-zero
+/// cache writes them (engine/cpu: d = amax / 127, id = 1 / d, or 0 for an all-zero
 /// block). The device reduces amax across a warp with fmaxf, which is exact, so the bytes match
 /// the CPU's bit for bit.
 struct Q8Scale {

@@ -10,7 +10,7 @@
 // al. 2022; flash-decoding, Dao et al. 2023):
 //   m = max(m_a, m_b),  alpha = exp(m_a - m),  beta = exp(m_b - m),
 //   s = alpha s_a + beta s_b,  o = alpha o_a + beta o_b.
-// These are the rules of spw::cpu::attn_partial / attn_merge (engine/backend/cpu/attention.h).
+// These are the rules of spw::cpu::attn_partial / attn_merge (engine/cpu/attention.h).
 //
 // The empty partial is m = -inf, s = 0, o = 0. A masked score is -inf and has weight 0. The
 // helpers never form (-inf) - (-inf), so masked scores and empty partials never give NaN.

@@ -24,10 +24,10 @@
 #include "app/ask/citations.h"
 #include "app/ask/document.h"
 #include "app/ask/prompt.h"
+#include "engine/backend/device.h"
 #include "engine/common/expected.h"
 #include "engine/kv/tier_policy.h"
 #include "engine/sampling/sampler.h"
-#include "engine/session/device.h"
 #include "engine/session/session.h"
 #include "engine/tokenizer/tokenizer.h"
 

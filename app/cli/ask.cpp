@@ -17,9 +17,9 @@
 #include "app/runtime/engine.h"
 #include "app/store/library.h"
 #include "engine/backend/cpu/cpu_session.h"
+#include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
 #include "engine/kv/snapshot.h"
-#include "engine/session/device.h"
 
 namespace spw::cli {
 

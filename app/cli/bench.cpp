@@ -19,18 +19,18 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu/cpu_session.h"
-#include "engine/backend/cpu/simd.h"
+#include "engine/cpu/simd.h"
 #if defined(SPILLWAY_HAVE_CUDA)
 #include "engine/backend/cuda/cuda_session.h"
 #include "engine/backend/cuda/device.h"
 #endif
+#include "engine/backend/device.h"
+#include "engine/backend/reference/reference_session.h"
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/planner.h"
 #include "engine/model/model.h"
-#include "engine/model/reference_session.h"
-#include "engine/session/device.h"
 #include "engine/session/session.h"
 
 namespace spw::cli {

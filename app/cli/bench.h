@@ -17,8 +17,8 @@
 #include <string>
 
 #include "app/cli/kv_options.h"
+#include "engine/backend/device.h"
 #include "engine/common/expected.h"
-#include "engine/session/device.h"
 
 namespace CLI {
 class App;
@@ -43,7 +43,7 @@ struct BenchArgs {
 };
 
 /// `device` ("auto" | "cpu" | "cuda", the --device flag) picks the fast path's backend once, for
-/// every session of the run (engine/session/device.h); the table and the JSON name it ("device":
+/// every session of the run (engine/backend/device.h); the table and the JSON name it ("device":
 /// "cpu" | "cuda", "backend": "cpu (avx2, 2 threads)"). --reference always runs on the CPU.
 /// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, depth negative, depth + n_gen
 /// longer than the model's context, n_threads negative, an unknown

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/session/device.h"
+#include "engine/backend/device.h"
 
 namespace spw::app {
 

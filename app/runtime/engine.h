@@ -19,11 +19,11 @@
 #include "app/ask/ask.h"
 #include "app/runtime/engine_settings.h"
 #include "app/store/library.h"
+#include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
 #include "engine/common/expected.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
-#include "engine/session/device.h"
 #include "engine/session/session.h"
 #include "engine/tokenizer/tokenizer.h"
 

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
-#include "engine/session/device.h"
 #include "engine/session/session.h"
 
 namespace spw::app {

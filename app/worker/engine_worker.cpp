@@ -12,7 +12,7 @@
 #include "app/ask/citations.h"
 #include "app/runtime/engine.h"
 #include "app/store/library.h"
-#include "engine/session/device.h"
+#include "engine/backend/device.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace spw::app {

@@ -10,10 +10,10 @@
 #include "app/ask/ask.h"
 #include "app/ask/prompt.h"
 #include "app/runtime/engine.h"
+#include "engine/backend/device.h"
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/planner.h"
-#include "engine/session/device.h"
 
 namespace spw::app {
 

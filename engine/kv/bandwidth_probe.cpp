@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/backend/cpu/simd.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "engine/cpu/simd.h"
+#include "engine/cpu/thread_pool.h"
 
 namespace spw::kv {
 

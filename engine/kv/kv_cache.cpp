@@ -7,8 +7,8 @@
 #include <cstring>
 #include <optional>
 
-#include "engine/backend/cpu/ops.h"
 #include "engine/common/size.h"
+#include "engine/cpu/ops.h"
 #include "engine/kv/kv_storage.h"
 #include "engine/kv/spill_file.h"
 #include "engine/kv/spill_queue.h"

@@ -6,7 +6,7 @@
 // [n_kv_heads][block_size][head_dim] and its V part [n_kv_heads][block_size][head_dim_v], each
 // row (one head, one position) in the tier's element type (f32, f16, or q8_0 as 34-byte
 // BlockQ8_0 per 32 elements), so one KV head of one block is a KvSpan with stride head_dim
-// (engine/backend/cpu/attention.h).
+// (engine/cpu/attention.h).
 //
 // The block table maps each logical block to (tier, slot):
 //   Window  the attention-sink blocks (the first ceil(n_sinks / block_size) blocks) and the most

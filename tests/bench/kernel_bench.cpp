@@ -1,4 +1,4 @@
-// kernel_bench: throughput of the CPU matrix kernels (engine/backend/cpu) for a 4096 x 4096
+// kernel_bench: throughput of the CPU matrix kernels (engine/cpu) for a 4096 x 4096
 // matrix of each weight type, per SIMD level and thread count. A tool, not a test.
 //
 //   kernel_bench [--types Q4_K,Q8_0,...] [--threads 1,2] [--seconds 0.3] [--no-scalar]
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/quant_dot.h"
-#include "engine/backend/cpu/simd.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "engine/cpu/quant_dot.h"
+#include "engine/cpu/simd.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/session/device.h"
+#include "engine/backend/device.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/hostile_gguf.h"
 #include "tests/support/test_model.h"

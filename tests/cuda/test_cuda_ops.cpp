@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/backend/cpu/ops.h"
+#include "engine/cpu/ops.h"
 #include "kernels/launch.h"
 #include "tests/cuda/cuda_test.h"
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/backend/cpu/attention.h"
+#include "engine/cpu/attention.h"
 #include "engine/gguf/ggml_types.h"
 #include "kernels/launch.h"
 #include "tests/cuda/cuda_test.h"

@@ -24,8 +24,8 @@
 
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/backend/cuda/cuda_session.h"
+#include "engine/backend/device.h"
 #include "engine/sampling/sampler.h"
-#include "engine/session/device.h"
 #include "tests/cuda/cuda_test.h"
 #include "tests/support/compare.h"
 #include "tests/support/test_model.h"

@@ -1,4 +1,4 @@
-// Tests of the fast CPU kernels (engine/backend/cpu) against the reference: every quantized
+// Tests of the fast CPU kernels (engine/cpu) against the reference: every quantized
 // product against dequantize_row + a float64 dot, by NMSE per type, at every SIMD level the
 // CPU has; the scalar level against the SIMD levels; thread-count and tiling independence;
 // the element-wise ops against float64; attention partials and their log-sum-exp merge.
@@ -18,12 +18,12 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/backend/cpu/attention.h"
-#include "engine/backend/cpu/ops.h"
-#include "engine/backend/cpu/quant_dot.h"
-#include "engine/backend/cpu/simd.h"
-#include "engine/backend/cpu/thread_pool.h"
 #include "engine/common/fp16.h"
+#include "engine/cpu/attention.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/quant_dot.h"
+#include "engine/cpu/simd.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
 
 namespace spw::cpu {

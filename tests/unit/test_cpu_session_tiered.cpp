@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "engine/backend/cpu/cpu_session.h"
-#include "engine/model/reference_session.h"
+#include "engine/backend/reference/reference_session.h"
 #include "engine/sampling/sampler.h"
 #include "tests/support/compare.h"
 #include "tests/support/test_model.h"

@@ -1,4 +1,4 @@
-// Backend choice (engine/session/device.h): --device parsing, the CPU session it gives, and the
+// Backend choice (engine/backend/device.h): --device parsing, the CPU session it gives, and the
 // fallback with its reason on a machine without a usable CUDA device (checks that only hold
 // there skip, saying so, where a GPU is usable).
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/cpu_session.h"
-#include "engine/session/device.h"
+#include "engine/backend/device.h"
 #include "tests/support/test_model.h"
 
 namespace spw {

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/backend/cpu/ops.h"
+#include "engine/cpu/ops.h"
 #include "engine/gguf/ggml_types.h"
 #include "engine/kv/kv_cache.h"
 #include "kernels/paged_math.h"

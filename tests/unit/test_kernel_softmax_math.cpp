@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/backend/cpu/attention.h"
+#include "engine/cpu/attention.h"
 #include "kernels/softmax_math.h"
 
 namespace spw::kernels {

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/attention.h"
 #include "engine/backend/cpu/cpu_session.h"
-#include "engine/backend/cpu/ops.h"
-#include "engine/backend/cpu/simd.h"
+#include "engine/backend/reference/reference_session.h"
 #include "engine/common/fp16.h"
+#include "engine/cpu/attention.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/simd.h"
 #include "engine/gguf/ggml_types.h"
-#include "engine/model/reference_session.h"
 #include "tests/support/compare.h"
 #include "tests/support/test_model.h"
 

@@ -5,9 +5,11 @@
 // - engine/ includes nothing from app/ or ui/, and of engine/ only engine/backend/cuda/ includes
 //   kernels/ headers (app/ and ui/ include none either);
 // - kernels/ includes only standard, CUDA, kernels/ and formats/ headers (nothing of engine/,
-//   app/ or ui/), and formats/ includes standard headers only (no project header at all).
+//   app/ or ui/), and formats/ includes standard headers only (no project header at all);
+// - inside engine/, each folder includes only itself and the folders below it (kEngineOrder).
 // Scans the source tree's #include lines, so a violation fails here with the file and line even
 // when it would happen to compile.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -166,6 +168,59 @@ TEST(Layering, FormatsIncludeNoProjectHeader) {
       << "formats/ is the leaf both engine/ and kernels/ include: C++ standard headers only, no "
          "project header; found:\n"
       << join(scan.offences);
+}
+
+// engine/'s folders bottom up: a folder may include itself and the folders before it.
+const std::vector<std::string> kEngineOrder = {"common", "gguf", "tokenizer", "chat",    "sampling",
+                                               "model",  "cpu",  "kv",        "session", "backend"};
+
+// The engine folder an include names ("engine/kv/x.h" -> "kv"), or empty.
+std::string engine_folder(const std::string& include) {
+  static const std::regex re(R"(^[<"](?:\.\./)*engine/([a-z_]+)/)");
+  std::smatch m;
+  return std::regex_search(include, m, re) ? m[1].str() : std::string();
+}
+
+TEST(Layering, EngineFoldersIncludeOnlyTheFoldersBelowThem) {
+  static const std::regex include_re(R"(^\s*#\s*include\s*([<"][^>"]*[>"]))");
+  std::vector<std::string> offences;
+  int n_files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSourceDir / "engine")) {
+    if (!entry.is_regular_file() || !is_source_file(entry.path())) continue;
+    const fs::path rel = fs::relative(entry.path(), kSourceDir / "engine");
+    const std::string own = rel.begin()->string();
+    const auto own_at = std::find(kEngineOrder.begin(), kEngineOrder.end(), own);
+    if (own_at == kEngineOrder.end()) {
+      offences.push_back("engine/" + rel.string() + ": a folder not in kEngineOrder");
+      continue;
+    }
+    ++n_files;
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int line_no = 1; std::getline(in, line); ++line_no) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include_re)) continue;
+      const std::string target = engine_folder(m[1].str());
+      if (target.empty()) continue;
+      const auto target_at = std::find(kEngineOrder.begin(), kEngineOrder.end(), target);
+      if (target_at == kEngineOrder.end() || target_at > own_at) {
+        offences.push_back("engine/" + rel.string() + ":" + std::to_string(line_no) + ": " + line);
+      }
+    }
+  }
+  EXPECT_GT(n_files, 50);
+  EXPECT_TRUE(offences.empty())
+      << "engine/'s folders include only themselves and those below them (docs/DESIGN.md §2: "
+      << "common, gguf, tokenizer, chat, sampling, model, cpu, kv, session, backend); found:\n"
+      << join(offences);
+}
+
+TEST(Layering, EngineFolderPatternNamesTheFolder) {
+  EXPECT_EQ(engine_folder("\"engine/kv/kv_cache.h\""), "kv");
+  EXPECT_EQ(engine_folder("<engine/backend/device.h>"), "backend");
+  EXPECT_EQ(engine_folder("\"../engine/cpu/ops.h\""), "cpu");
+  EXPECT_EQ(engine_folder("\"formats/ggml_format.h\""), "");
+  EXPECT_EQ(engine_folder("<vector>"), "");
 }
 
 TEST(Layering, PatternsCatchWhatTheyShould) {

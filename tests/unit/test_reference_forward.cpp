@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/backend/reference/reference_session.h"
 #include "engine/model/model.h"
-#include "engine/model/reference_session.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/support/test_model.h"

@@ -9,8 +9,8 @@
 #include <limits>
 #include <thread>
 
-#include "engine/backend/cpu/ops.h"
-#include "engine/backend/cpu/quant_dot.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/quant_dot.h"
 #include "engine/kv/snapshot.h"
 
 namespace spw::cpu {

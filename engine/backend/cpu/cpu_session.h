@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/cpu/tiered_attention.h"
+#include "engine/backend/device.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
-#include "engine/session/device.h"
 #include "engine/session/session.h"
 
 namespace spw::cpu {

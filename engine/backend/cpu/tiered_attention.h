@@ -30,8 +30,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/backend/cpu/attention.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "engine/cpu/attention.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/tier_policy.h"
 

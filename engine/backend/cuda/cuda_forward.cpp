@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/backend/cpu/ops.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_session.h"
+#include "engine/cpu/ops.h"
 #include "kernels/launch.h"
 
 namespace spw::cuda {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <thread>
 
-#include "engine/backend/cpu/ops.h"
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/cpu/ops.h"
 #include "kernels/launch.h"
 
 namespace spw::cuda {

@@ -1,7 +1,7 @@
 // The CUDA session: the forward pass of CpuSession (engine/backend/cpu/cpu_session.h; formulas
-// in engine/model/reference_session.h) on one GPU, on the tiered KV cache (engine/kv/kv_cache.h,
-// docs/DESIGN.md §3.4, §4.3) with its window on the GPU. Not yet run on a GPU: compiled and
-// unit-tested where the tests can run without one only.
+// in engine/backend/reference/reference_session.h) on one GPU, on the tiered KV cache
+// (engine/kv/kv_cache.h, docs/DESIGN.md §3.4, §4.3) with its window on the GPU. Not yet run on a
+// GPU: compiled and unit-tested where the tests can run without one only.
 //
 // Files: cuda_session.cpp plans the memory, creates the device objects, uploads the weights and
 // carves the scratch; cuda_forward.cpp runs the forward pass and the split attention.
@@ -53,15 +53,15 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/cpu/tiered_attention.h"
 #include "engine/backend/cuda/arena.h"
 #include "engine/backend/cuda/cublas_library.h"
 #include "engine/backend/cuda/device.h"
 #include "engine/backend/cuda/gpu_window.h"
+#include "engine/backend/device.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
-#include "engine/session/device.h"
 #include "engine/session/session.h"
 #include "kernels/paged_math.h"
 

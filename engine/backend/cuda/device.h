@@ -1,5 +1,5 @@
 // CUDA device discovery: which devices this process sees, what they are, and whether this
-// build's kernels run on them. The session factory (engine/session/device.h) turns the result
+// build's kernels run on them. The session factory (engine/backend/device.h) turns the result
 // into a CudaProbe; nothing here is cached or kept at file scope (the CUDA runtime caches the
 // driver state itself, so asking again is cheap).
 #pragma once

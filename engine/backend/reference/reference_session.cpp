@@ -1,4 +1,4 @@
-#include "engine/model/reference_session.h"
+#include "engine/backend/reference/reference_session.h"
 
 #include <algorithm>
 #include <cmath>

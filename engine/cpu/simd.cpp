@@ -1,8 +1,8 @@
-#include "engine/backend/cpu/simd.h"
+#include "engine/cpu/simd.h"
 
 #include <atomic>
 
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "engine/backend/cpu/kernels.h"
 #include "engine/common/fp16.h"
+#include "engine/cpu/kernels.h"
 #include "engine/gguf/ggml_types.h"
 
 namespace spw::cpu {

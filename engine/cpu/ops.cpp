@@ -1,9 +1,9 @@
-#include "engine/backend/cpu/ops.h"
+#include "engine/cpu/ops.h"
 
 #include <cassert>
 #include <cmath>
 
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 namespace {
@@ -448,7 +448,7 @@ const OpKernels* op_kernels_avx2() {
 
 #else  // not x86-64 with AVX2 flags: the level is absent
 
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 const OpKernels* op_kernels_avx2() { return nullptr; }

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/backend/cpu/kernels.h"
 #include "engine/common/fp16.h"
+#include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 namespace {

@@ -5,9 +5,9 @@
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && \
     defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #define SPW_QUANT_TABLE_FN quant_kernels_avx512
-#include "engine/backend/cpu/quant_x86.inc"
+#include "engine/cpu/quant_x86.inc"
 #else
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 namespace spw::cpu {
 const QuantKernels* quant_kernels_avx512() { return nullptr; }
 }  // namespace spw::cpu

@@ -1,9 +1,9 @@
-#include "engine/backend/cpu/attention.h"
+#include "engine/cpu/attention.h"
 
 #include <algorithm>
 #include <cassert>
 
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 namespace {

@@ -1,9 +1,9 @@
-#include "engine/session/device.h"
+#include "engine/backend/device.h"
 
 #include <fmt/format.h>
 
 #include "engine/backend/cpu/cpu_session.h"
-#include "engine/backend/cpu/simd.h"
+#include "engine/cpu/simd.h"
 
 #if defined(SPILLWAY_HAVE_CUDA)
 #include "engine/backend/cuda/arena.h"

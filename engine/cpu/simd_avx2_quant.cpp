@@ -2,9 +2,9 @@
 // engine/CMakeLists.txt). Runs only after simd.cpp has checked the CPU.
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define SPW_QUANT_TABLE_FN quant_kernels_avx2
-#include "engine/backend/cpu/quant_x86.inc"
+#include "engine/cpu/quant_x86.inc"
 #else
-#include "engine/backend/cpu/kernels.h"
+#include "engine/cpu/kernels.h"
 namespace spw::cpu {
 const QuantKernels* quant_kernels_avx2() { return nullptr; }
 }  // namespace spw::cpu

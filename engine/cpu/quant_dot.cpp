@@ -1,12 +1,12 @@
-#include "engine/backend/cpu/quant_dot.h"
+#include "engine/cpu/quant_dot.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <vector>
 
-#include "engine/backend/cpu/kernels.h"
-#include "engine/backend/cpu/thread_pool.h"
+#include "engine/cpu/kernels.h"
+#include "engine/cpu/thread_pool.h"
 
 namespace spw::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// Internal to engine/backend/cpu: the activation block formats and the table of kernels each
+// Internal to engine/cpu: the activation block formats and the table of kernels each
 // SIMD level provides. The public entry points (quant_dot.h, ops.h, attention.h) pick the
 // table of the active level and call through it.
 //

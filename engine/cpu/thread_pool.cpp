@@ -1,4 +1,4 @@
-#include "engine/backend/cpu/thread_pool.h"
+#include "engine/cpu/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
