@@ -246,22 +246,26 @@ void TieredAttention::run(ThreadPool& pool, int64_t il, const float* q_all,
   times.cold_ns += cold_total.load(std::memory_order_relaxed);
 }
 
-// Merge in slot order (window first, then the cold chunks by position): fixed, so the result
-// does not depend on which thread ran which job.
+// Query head r of (query, KV head) pair `pair`: its partials merged in slot order (window first,
+// then the cold chunks by position), fixed, so the result does not depend on which thread ran
+// which job. The merge accumulates into the pair's first slot.
+const AttnPartial& TieredAttention::merged(int64_t pair, int64_t r) {
+  const int64_t s0 = first_slot_[static_cast<size_t>(pair)];
+  const int64_t s1 = first_slot_[static_cast<size_t>(pair + 1)];
+  AttnPartial& acc = parts_[static_cast<size_t>(s0 * n_rep_ + r)];
+  for (int64_t s = s0 + 1; s < s1; ++s)
+    attn_merge(acc, parts_[static_cast<size_t>(s * n_rep_ + r)]);
+  return acc;
+}
+
 void TieredAttention::finalize(ThreadPool& pool, float* out, AttnTimes& times) {
   const auto t0 = Clock::now();
-  const int64_t n_kv = d_.n_head_kv, n_rep = n_rep_, hdv = d_.head_dim_v;
+  const int64_t n_kv = d_.n_head_kv, hdv = d_.head_dim_v;
   const auto merge = [&](int64_t b, int64_t e) {
     for (int64_t pair = b; pair < e; ++pair) {
       const int64_t t = pair / n_kv, g = pair % n_kv;
-      const int64_t s0 = first_slot_[static_cast<size_t>(pair)];
-      const int64_t s1 = first_slot_[static_cast<size_t>(pair + 1)];
-      for (int64_t r = 0; r < n_rep; ++r) {
-        AttnPartial& acc = parts_[static_cast<size_t>(s0 * n_rep + r)];
-        for (int64_t s = s0 + 1; s < s1; ++s)
-          attn_merge(acc, parts_[static_cast<size_t>(s * n_rep + r)]);
-        attn_finalize(acc, out + t * d_.n_head * hdv + (g * n_rep + r) * hdv);
-      }
+      for (int64_t r = 0; r < n_rep_; ++r)
+        attn_finalize(merged(pair, r), out + t * d_.n_head * hdv + (g * n_rep_ + r) * hdv);
     }
   };
   if (n_ == 1) {
@@ -273,16 +277,12 @@ void TieredAttention::finalize(ThreadPool& pool, float* out, AttnTimes& times) {
 }
 
 void TieredAttention::write_partials(float* o, float* ms) {
-  const int64_t n_kv = d_.n_head_kv, n_rep = n_rep_, hdv = d_.head_dim_v;
+  const int64_t n_kv = d_.n_head_kv, hdv = d_.head_dim_v;
   for (int64_t pair = 0; pair < n_ * n_kv; ++pair) {
     const int64_t t = pair / n_kv, g = pair % n_kv;
-    const int64_t s0 = first_slot_[static_cast<size_t>(pair)];
-    const int64_t s1 = first_slot_[static_cast<size_t>(pair + 1)];
-    for (int64_t r = 0; r < n_rep; ++r) {
-      AttnPartial& acc = parts_[static_cast<size_t>(s0 * n_rep + r)];
-      for (int64_t s = s0 + 1; s < s1; ++s)
-        attn_merge(acc, parts_[static_cast<size_t>(s * n_rep + r)]);
-      const int64_t h = t * d_.n_head + g * n_rep + r;
+    for (int64_t r = 0; r < n_rep_; ++r) {
+      const AttnPartial& acc = merged(pair, r);
+      const int64_t h = t * d_.n_head + g * n_rep_ + r;
       if (acc.s > 0.0f && static_cast<int64_t>(acc.o.size()) == hdv) {
         std::copy(acc.o.begin(), acc.o.end(), o + h * hdv);
       } else {  // nothing attended (s == 0): the empty partial

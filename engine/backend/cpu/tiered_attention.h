@@ -107,6 +107,8 @@ class TieredAttention {
   void plan_exact(int64_t n, int64_t max_blocks, int n_threads, BlocksOf n_blocks);
   void select_top_k(int64_t il, const float* q, int64_t g, int64_t b0, int64_t b1,
                     std::vector<int64_t>& out) const;
+  // Query head r of pair (t * n_head_kv + g): its slots' partials merged in slot order.
+  const AttnPartial& merged(int64_t pair, int64_t r);
 
   AttnDims d_;
   kv::WindowRule rule_;
