@@ -90,6 +90,39 @@ TEST(EngineSettings, JsonRoundTripKeepsEveryField) {
   EXPECT_FALSE(back->use_snapshots);
 }
 
+// Settings files written before the window could be auto (every key, kv_window a number)
+// read back and write out byte for byte as they were; the default now writes "auto".
+TEST(EngineSettings, FilesWrittenBeforeAutoRoundTripUnchanged) {
+  for (const std::string old : {
+           std::string(R"({"attention":"exact","device":"auto","disk_budget":0,"host_budget":-1,)"
+                       R"("kv_block":256,"kv_sinks":4,"kv_type_k":"f16","kv_type_v":"f16",)"
+                       R"("kv_window":4096,"model_path":"","n_ctx":0,"n_threads":0,)"
+                       R"("n_ubatch":512,"spill_dir":"","template_name":"","use_snapshots":true})"),
+           std::string(R"({"attention":"topk:8","device":"cpu","disk_budget":4294967296,)"
+                       R"("host_budget":1073741824,"kv_block":64,"kv_sinks":8,"kv_type_k":"q8_0",)"
+                       R"("kv_type_v":"f32","kv_window":2048,"model_path":"/m.gguf","n_ctx":32768,)"
+                       R"("n_threads":6,"n_ubatch":128,"spill_dir":"/tmp/spill",)"
+                       R"("template_name":"chatml","use_snapshots":false})"),
+       }) {
+    auto s = engine_settings_from_json(old);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(engine_settings_to_json(*s), old);
+  }
+  auto s = engine_settings_from_json(R"({"kv_window":4096})");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->kv.window_tokens, 4096);  // an explicit window stays explicit
+  const std::string fresh = engine_settings_to_json(EngineSettings{});
+  EXPECT_NE(fresh.find(R"("kv_window":"auto")"), std::string::npos) << fresh;
+  auto back = engine_settings_from_json(fresh);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->kv.window_tokens.has_value());
+  EXPECT_EQ(engine_settings_from_json(R"({"kv_window":"big"})").error().message,
+            "engine settings: 'kv_window' must be an integer or \"auto\"");
+  EXPECT_NE(
+      engine_settings_from_json(R"({"attention":"fuzzy"})").error().message.find("'attention'"),
+      std::string::npos);
+}
+
 TEST(EngineSettings, JsonErrorsNameTheField) {
   EXPECT_EQ(engine_settings_from_json("{").error().message, "engine settings: not valid JSON");
   EXPECT_EQ(engine_settings_from_json(R"({"n_ctx":"big"})").error().message,
