@@ -73,7 +73,7 @@ Expected<AppPaths> resolve_paths(const PathOverrides& overrides, const PathEnv& 
   return out;
 }
 
-Status ensure_writable_dir(const fs::path& dir, std::string_view what) {
+Status ensure_writable_dir(const fs::path& dir, std::string_view what, std::string_view flag) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
@@ -93,8 +93,8 @@ Status ensure_writable_dir(const fs::path& dir, std::string_view what) {
   const int err = errno;
   if (!written) {
     fs::remove(probe, ec);
-    return make_error("the {} '{}' is not writable: {} (choose another with --data-dir)", what,
-                      dir.string(), std::strerror(err != 0 ? err : EACCES));
+    return make_error("the {} '{}' is not writable: {} (choose another with {})", what,
+                      dir.string(), std::strerror(err != 0 ? err : EACCES), flag);
   }
   fs::remove(probe, ec);
   return Status::Ok();

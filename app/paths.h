@@ -46,8 +46,10 @@ struct AppPaths {
 Expected<AppPaths> resolve_paths(const PathOverrides& overrides, const PathEnv& env);
 
 /// Creates `dir` (and its parents) if missing and checks a file can be created in it.
-/// `what` names the folder in the message ("data folder", "cache folder").
-Status ensure_writable_dir(const std::filesystem::path& dir, std::string_view what);
+/// `what` names the folder in the message ("data folder", "cache folder"), `flag` the option
+/// that chooses another ("--data-dir", "--spill-dir").
+Status ensure_writable_dir(const std::filesystem::path& dir, std::string_view what,
+                           std::string_view flag = "--data-dir");
 
 /// resolve_paths() followed by ensure_writable_dir() on both folders.
 Expected<AppPaths> prepare_paths(const PathOverrides& overrides,

@@ -151,11 +151,15 @@ int main(int argc, char** argv) {
   }
   auto paths = spw::app::prepare_paths(overrides);
   if (!paths) return fail(fromUtf8(paths.error().message));
+  // Kept in the settings and read at later starts, maybe from another folder: absolute.
+  const QString model_path = parser.value(model_opt).isEmpty()
+                                 ? QString()
+                                 : QFileInfo(parser.value(model_opt)).absoluteFilePath();
 
   spw::ui::MainWindow window(spw::ui::MainWindowParams{
       .version = fromUtf8(spw::app::version()),
       .data_dir = QString::fromStdString(paths->data_dir.string()),
-      .model_path = parser.value(model_opt),
+      .model_path = model_path,
       .files = files,
       // The sample contract comes with a first start that brings no documents of its own.
       .add_sample = files.isEmpty(),
@@ -167,7 +171,7 @@ int main(int argc, char** argv) {
       window, spw::ui::AppControllerParams{
                   .data_dir = QString::fromStdString(paths->data_dir.string()),
                   .cache_dir = QString::fromStdString(paths->cache_dir.string()),
-                  .model_path = parser.value(model_opt),
+                  .model_path = model_path,
               });
 
   const QString question = parser.value(ask_opt);

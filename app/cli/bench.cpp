@@ -333,9 +333,13 @@ int run_bench(const BenchArgs& a) {
     j["model_bytes"] = model_bytes;
     j["kv_bytes"] = m->kv_bytes;
     j["attention"] = kv::kv_attention_name(kv.kv);
-    j["kv_block"] = kv.kv.block_size;
-    j["kv_window"] = m->kv_window;
-    j["kv_sinks"] = kv.kv.n_sinks;
+    if (a.reference) {  // a contiguous cache: no blocks, window or sinks
+      j["kv_block"] = j["kv_window"] = j["kv_sinks"] = nullptr;
+    } else {
+      j["kv_block"] = kv.kv.block_size;
+      j["kv_window"] = m->kv_window;
+      j["kv_sinks"] = kv.kv.n_sinks;
+    }
     j["window_blocks"] = m->tiers.window_blocks;
     j["host_blocks"] = m->tiers.host_blocks;
     j["disk_blocks"] = m->tiers.disk_blocks;

@@ -96,9 +96,11 @@ void print_stats(const SessionUsage& st, const cpu::CpuSession& cpu, int64_t n_p
   const auto ms = [](double s) { return s * 1e3; };
   const kv::TierLayout& t = cpu.cache().layout();  // the settings as applied
   std::string text;
-  text += fmt::format("stats: attention {}, block {} tokens, window {} tokens + {} sinks\n",
-                      kv::kv_attention_name(cpu.kv_settings(), true), t.block_size, t.window_tokens,
-                      t.n_sinks);
+  text += fmt::format(
+      "stats: attention {}, block {} tokens, window {} recent + {} sink tokens ({} + {} whole "
+      "blocks: up to {} tokens)\n",
+      kv::kv_attention_name(cpu.kv_settings(), true), t.block_size, t.window_tokens, t.n_sinks,
+      t.window.recent_blocks, t.window.sink_blocks, t.window.total() * t.block_size);
   text += fmt::format(
       "stats: tokens {} prompt ({} computed), {} generated; prefill {:.1f} t/s, decode {:.1f} "
       "t/s\n",
@@ -331,6 +333,10 @@ int run_generate(const GenerateArgs& a) {
         "--device cuda: --stats, --stats-json, --save-kv and --load-kv are not wired to the "
         "CUDA session yet (its KV window is on the GPU; the CPU session has them); use --device "
         "cpu or auto"});
+  }
+  if (a.stats_json == "-") {
+    return fail(
+        Error{"--stats-json -: stdout carries the generated text; give a file (e.g. /dev/stderr)"});
   }
   if (!a.stats_json.empty()) {  // one file cannot be both the step log and a snapshot
     for (const std::string* kv_file : {&a.save_kv, &a.load_kv}) {

@@ -146,7 +146,7 @@ int run_add(const JobsArgs& a) {
 
   // Engine settings, checked now so a typo fails here and not at 2 a.m.
   KvArgs kv_args = a.kv;  // a disk tier without --spill-dir goes to the cache folder
-  if (kv_args.spill_dir.empty() && kv_args.disk_budget != "0")
+  if (kv_args.spill_dir.empty() && kv_args.disk_budget && *kv_args.disk_budget != "0")
     kv_args.default_spill_dir = default_spill_dir(a.data_dir);
   auto kv_settings = make_kv_settings(kv_args);
   if (!kv_settings) return fail(kv_settings.error().message);

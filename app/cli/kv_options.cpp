@@ -21,8 +21,7 @@ void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
   sub.add_option("--host-budget", a.host_budget,
                  "RAM for KV blocks that left the window, e.g. 8G (default: no limit)");
   sub.add_option("--disk-budget", a.disk_budget,
-                 "Disk for KV blocks past the host budget, e.g. 100G (0: no disk tier)")
-      ->capture_default_str();
+                 "Disk for KV blocks past the host budget, e.g. 100G (default 0: no disk tier)");
   sub.add_option("--spill-dir", a.spill_dir,
                  "Folder of the disk tier's spill file (default: the cache folder)")
       ->check(CLI::Validator(
@@ -59,22 +58,24 @@ Status check_ubatch(const KvArgs& a) {
 
 namespace {
 
-// The value of a flag that has a deprecated spelling, and the spelling used: the new one, else
-// the old one (with a note), never both.
-struct Spelled {
-  std::string value;
-  const char* flag;
-};
-Expected<Spelled> with_alias(const std::string& value, const std::string& alias, bool value_given,
-                             const char* flag, const char* old_flag) {
-  if (alias.empty()) return Spelled{value, flag};
-  if (value_given)
+// A size flag that may have a deprecated spelling: the bytes of the one given (never both; the
+// old one with a note), `none` when neither is. Errors name the spelling used.
+Expected<int64_t> size_flag(const std::optional<std::string>& value,
+                            const std::optional<std::string>& alias, const char* flag,
+                            const char* old_flag, int64_t none) {
+  if (value && alias)
     return make_error("{} and {} are the same setting: give {} only", flag, old_flag, flag);
-  std::fprintf(stderr,
-               "note: %s is deprecated: use %s, which means what generate's %s means (the "
-               "window is not counted in it)\n",
-               old_flag, flag, flag);
-  return Spelled{alias, old_flag};
+  if (alias) {
+    std::fprintf(stderr,
+                 "note: %s is deprecated: use %s, which means what generate's %s means (the "
+                 "window is not counted in it)\n",
+                 old_flag, flag, flag);
+  }
+  const std::optional<std::string>& given = value ? value : alias;
+  if (!given) return none;
+  auto v = parse_size(*given);
+  if (!v) return make_error("{}: {}", value ? flag : old_flag, v.error().message);
+  return v;
 }
 
 }  // namespace
@@ -85,20 +86,12 @@ Expected<kv::KvSettings> make_kv_settings(const KvArgs& a) {
   s.block_size = a.kv_block;
   s.n_sinks = a.kv_sinks;
   if (Status st = kv::parse_kv_window(a.kv_window, s); !st) return st.error();
-  auto host =
-      with_alias(a.host_budget, a.ram_alias, !a.host_budget.empty(), "--host-budget", "--ram");
+  auto host = size_flag(a.host_budget, a.ram_alias, "--host-budget", "--ram", -1);
   if (!host) return host.error();
-  if (!host->value.empty()) {
-    auto v = parse_size(host->value);
-    if (!v) return make_error("{}: {}", host->flag, v.error().message);
-    s.host_budget = *v;
-  }
-  auto disk =
-      with_alias(a.disk_budget, a.disk_alias, a.disk_budget != "0", "--disk-budget", "--disk");
+  s.host_budget = *host;
+  auto disk = size_flag(a.disk_budget, a.disk_alias, "--disk-budget", "--disk", 0);
   if (!disk) return disk.error();
-  auto dv = parse_size(disk->value);
-  if (!dv) return make_error("{}: {}", disk->flag, dv.error().message);
-  s.disk_budget = *dv;
+  s.disk_budget = *disk;
   if (auto st = kv::parse_kv_attention(a.attention, s); !st)
     return make_error("--attention: {}", st.error().message);
 

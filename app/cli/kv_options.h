@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/common/expected.h"
@@ -22,17 +23,16 @@ struct KvArgs {
   int64_t kv_block = kv::kDefaultBlockTokens;  // --kv-block: tokens per block
   std::string kv_window = "auto";              // --kv-window: recent tokens, or auto
   int64_t kv_sinks = kv::kDefaultSinkTokens;   // --kv-sinks: attention-sink tokens
-  std::string host_budget;                     // --host-budget SIZE; empty: no limit
-  std::string disk_budget = "0";               // --disk-budget SIZE; 0: no disk tier
+  std::optional<std::string> host_budget;      // --host-budget SIZE; not given: no limit
+  std::optional<std::string> disk_budget;      // --disk-budget SIZE; not given: 0, no disk tier
   std::string spill_dir;                       // --spill-dir; empty: default_spill_dir
   int64_t n_ubatch = 512;                      // --ubatch: tokens per prefill step
   std::string attention = "exact";             // --attention exact | streaming | topk:K
   /// The spill folder without --spill-dir: the app cache folder, filled in by spillway-cli;
   /// empty where there is none (then the disk tier needs --spill-dir).
   std::string default_spill_dir;
-  /// plan's deprecated spellings of --host-budget and --disk-budget (--ram, --disk); empty
-  /// unless given.
-  std::string ram_alias, disk_alias;
+  /// plan's deprecated spellings of --host-budget and --disk-budget (--ram, --disk).
+  std::optional<std::string> ram_alias, disk_alias;
 };
 
 /// Adds --kv-block, --kv-window, --kv-sinks, --host-budget, --disk-budget and --spill-dir: what

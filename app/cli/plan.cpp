@@ -1,5 +1,6 @@
 #include "app/cli/plan.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,7 +53,8 @@ Expected<GgmlType> kv_type_arg(const std::string& text, const char* flag) {
 // The folder the disk tier would spill to: --spill-dir, else the cache folder.
 Expected<std::string> spill_folder(const PlanArgs& a) {
   if (!a.kv.spill_dir.empty()) {
-    if (auto s = app::ensure_writable_dir(a.kv.spill_dir, "spill folder"); !s) return s.error();
+    if (auto s = app::ensure_writable_dir(a.kv.spill_dir, "spill folder", "--spill-dir"); !s)
+      return s.error();
     return a.kv.spill_dir;
   }
   app::PathOverrides o;
@@ -122,8 +124,12 @@ int run_plan(const PlanArgs& a) {
   std::string disk_dir;
   if (auto dir = spill_folder(a); !dir) {
     std::fprintf(stderr, "note: no disk probe: %s\n", dir.error().message.c_str());
+    in.spill_problem = dir.error().message;
   } else {
     disk_dir = *dir;
+    struct statvfs vfs {};
+    if (::statvfs(disk_dir.c_str(), &vfs) == 0)
+      in.spill_free_bytes = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
     auto d = kv::probe_disk(disk_dir);
     if (!d) {
       std::fprintf(stderr, "note: no disk probe: %s\n", d.error().message.c_str());

@@ -82,7 +82,10 @@ Expected<AppSettings> app_settings_from_json(const std::string& text) {
 Expected<AppSettings> load_app_settings(Library& lib) {
   auto row = lib.setting(kAppSettingsKey);
   if (!row) return row.error();
-  if (!row->has_value()) return AppSettings{};
+  if (!row->has_value()) {
+    AppSettings defaults;  // nothing stored yet
+    return defaults;
+  }
   auto s = app_settings_from_json(**row);
   if (!s) return make_error("stored settings ('{}'): {}", kAppSettingsKey, s.error().message);
   return s;

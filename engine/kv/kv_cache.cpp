@@ -293,7 +293,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
   auto host = HostArena::create(t.host_slots, t.block_bytes);
   if (!host) return host.error();
   m.host = std::move(host.value());
-  if (config.disk_budget > 0) {
+  if (config.disk_budget > 0) {  // a bad folder for a disk budget given is an error at once
     auto disk =
         SpillFile::create(config.spill_dir, t.disk_slots, t.block_bytes, config.disk_budget);
     if (!disk) return disk.error();
@@ -348,9 +348,13 @@ Status KvCache::reserve(int64_t n) {
       std::max(m.n_sink_blocks, std::min(m.layout.window.cold_end(n_blocks), first));
   const int64_t needed =
       std::min(m.n_sink_blocks, n_blocks) + std::max<int64_t>(0, n_blocks - tail);
-  while (m.n_window > needed + kSpareWindowSlots && m.queue->in_flight() > 0) {
-    m.queue->wait_one();
+  // in_flight() is read before apply_landed(): a copy that lands in between would otherwise
+  // leave its block counted in the window with nothing left to wait for.
+  for (;;) {
+    const bool idle = m.queue->in_flight() == 0;
     m.apply_landed();
+    if (m.n_window <= needed + kSpareWindowSlots || idle) break;
+    m.queue->wait_one();
   }
   m.reserved = n;
   m.publish();

@@ -49,9 +49,8 @@ Status check_input(const PlanInput& in) {
   }
   if (in.weights_bytes < 0) return make_error("plan: weights bytes must not be negative");
   // The settings as generate checks them, less the spill folder (a plan writes none).
-  KvSettings kv = in.kv;
-  if (kv.spill_dir.empty()) kv.spill_dir = ".";
-  if (Status st = validate(kv); !st) return make_error("plan: {}", st.error().message);
+  if (Status st = validate(in.kv, /*need_spill_dir=*/false); !st)
+    return make_error("plan: {}", st.error().message);
   return Status::Ok();
 }
 
@@ -117,6 +116,15 @@ Expected<Plan> compute(const PlanInput& in) {
         "budgets hold {} of them",
         in.n_ctx - p.max_tokens, in.n_ctx, t.cold_blocks, format_size(p.block_bytes),
         t.host_slots + t.disk_slots));
+  }
+  if (p.disk.bytes > 0 && !in.spill_problem.empty()) {
+    p.problems.push_back(fmt::format("the disk tier ({}) has no spill folder: {}",
+                                     format_size(p.disk.bytes), in.spill_problem));
+  } else if (p.disk.bytes > 0 && in.spill_free_bytes >= 0 && p.disk.bytes > in.spill_free_bytes) {
+    p.problems.push_back(fmt::format(
+        "the disk tier's spill file of {} does not fit in the spill folder ({} free): a smaller "
+        "--disk-budget or another --spill-dir",
+        format_size(p.disk.bytes), format_size(in.spill_free_bytes)));
   }
   if (p.gpu) {
     p.vram_bytes = in.weights_bytes + p.window.bytes;

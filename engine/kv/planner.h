@@ -67,6 +67,10 @@ struct PlanInput {
   double gpu_gb_per_s = 0;
   // The machine: physical memory in bytes; 0: unknown (no warning about it).
   int64_t physical_ram = 0;
+  // The spill folder: bytes free in it (< 0: unknown), and why it cannot take a spill file
+  // (empty: it can). A disk tier that does not fit there does not fit.
+  int64_t spill_free_bytes = -1;
+  std::string spill_problem;
 };
 
 /// One tier's share.

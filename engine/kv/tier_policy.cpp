@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cctype>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -32,11 +33,11 @@ Status check_paging(int64_t block_size, int64_t n_sinks, int64_t window_tokens) 
 
 }  // namespace
 
-Status validate(const KvSettings& s) {
+Status validate(const KvSettings& s, bool need_spill_dir) {
   if (Status st = check_paging(s.block_size, s.n_sinks, s.window_tokens.value_or(1)); !st)
     return st;
   if (s.disk_budget < 0) return make_error("--disk-budget {} must not be negative", s.disk_budget);
-  if (s.disk_budget > 0 && s.spill_dir.empty())
+  if (need_spill_dir && s.disk_budget > 0 && s.spill_dir.empty())
     return Error{"--disk-budget needs a folder for the spill file: set --spill-dir DIR"};
   if (s.attention == KvAttention::TopK && s.top_k < 1)
     return make_error("--attention topk needs K >= 1 (got {})", s.top_k);
@@ -44,7 +45,10 @@ Status validate(const KvSettings& s) {
 }
 
 Status parse_kv_window(std::string_view text, KvSettings& s) {
-  if (text == "auto") {
+  if (text.size() == 4 && std::tolower(static_cast<unsigned char>(text[0])) == 'a' &&
+      std::tolower(static_cast<unsigned char>(text[1])) == 'u' &&
+      std::tolower(static_cast<unsigned char>(text[2])) == 't' &&
+      std::tolower(static_cast<unsigned char>(text[3])) == 'o') {  // auto, any case
     s.window_tokens.reset();
     return Status::Ok();
   }

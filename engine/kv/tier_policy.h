@@ -73,11 +73,12 @@ struct KvSettings {
 /// naming its flag: "--kv-block 0: a block holds at least 1 token", "--kv-block N is too large
 /// (at most 65536 tokens)", "--kv-sinks -1 must not be negative", "--kv-window 0: the window
 /// holds at least 1 token", "--disk-budget -1 must not be negative", "--disk-budget needs a
-/// folder for the spill file: set --spill-dir DIR", "--attention topk needs K >= 1 (got 0)".
-Status validate(const KvSettings& s);
+/// folder for the spill file: set --spill-dir DIR" (unless !need_spill_dir: a plan writes no
+/// file), "--attention topk needs K >= 1 (got 0)".
+Status validate(const KvSettings& s, bool need_spill_dir = true);
 
-/// "auto" | N (a whole number >= 1) -> window_tokens. Errors: "--kv-window 0: the window holds
-/// at least 1 token", "--kv-window 'x': give a number of tokens (at least 1) or auto".
+/// "auto" (any case) | N (a whole number >= 1) -> window_tokens. Errors: "--kv-window 0: the window
+/// holds at least 1 token", "--kv-window 'x': give a number of tokens (at least 1) or auto".
 Status parse_kv_window(std::string_view text, KvSettings& s);
 /// "auto" or the number of tokens.
 std::string kv_window_name(const KvSettings& s);

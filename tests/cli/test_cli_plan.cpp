@@ -139,6 +139,9 @@ TEST(CliPlan, BadFlagsAreRefused) {
       {{"plan", "-m", m, "--vram=-4G"}, "--vram: invalid size '-4G'"},
       {{"plan", "-m", m, "--host-budget", "99999999999T"}, "--host-budget: invalid size"},
       {{"plan", "-m", m, "--ram", "1M", "--host-budget", "1M"}, "the same setting"},
+      {{"plan", "-m", m, "--disk", "1M", "--disk-budget", "0"}, "the same setting"},
+      {{"plan", "-m", m, "--host-budget", ""}, "--host-budget: invalid size ''"},
+      {{"plan", "-m", m, "--ram", ""}, "--ram: invalid size ''"},
       {{"plan", "-m", m, "--kv-window", "none"}, "--kv-window 'none'"},
       {{"plan", "-m", m, "--cache-type-k", "q4_0"}, "unknown KV cache type 'q4_0'"},
       {{"plan", "-m", m, "--cache-type-v", "q8_0"}, "q8_0 KV cache needs head_dim_v % 32 == 0"},
@@ -157,6 +160,27 @@ TEST(CliPlan, BadFlagsAreRefused) {
 // Without --host-budget the whole cold part is planned into RAM: a context whose KV is more than
 // this machine's memory (640 B x 2^31 tokens = 1.25 TiB) gets a warning naming both sizes, in the
 // JSON and in the text.
+// A disk tier whose folder cannot take the spill file does not fit (generate refuses to start
+// there): plan says so instead of "fits". /sys takes no new files, not even root's.
+TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
+  if (!fs::is_directory("/sys")) GTEST_SKIP() << "no /sys on this machine";
+  const std::vector<std::string> kv = {
+      "-c", "2048",          "--kv-block", "16",          "--kv-window", "16", "--host-budget",
+      "0",  "--disk-budget", "1M",         "--spill-dir", "/sys"};
+  std::vector<std::string> plan = {"plan", "-m", stories_shaped().string(), "--json"};
+  plan.insert(plan.end(), kv.begin(), kv.end());
+  const CliResult p = run(plan);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const nlohmann::json j = parse_one_object(p.out);
+  EXPECT_EQ(j["fits"], false);
+  ASSERT_FALSE(j["problems"].empty());
+  EXPECT_NE(j["problems"].dump().find("has no spill folder"), std::string::npos) << j.dump();
+  EXPECT_NE(p.err.find("choose another with --spill-dir"), std::string::npos) << p.err;
+  std::vector<std::string> gen = {"generate", "-m", stories_shaped().string(), "-p", "a"};
+  gen.insert(gen.end(), kv.begin(), kv.end());
+  EXPECT_EQ(run(gen).exit_code, 1);
+}
+
 TEST(CliPlan, MoreKvThanPhysicalMemoryIsWarned) {
   const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -208,6 +208,42 @@ TEST(PlannerSplit, BudgetsFillHostThenDisk) {
   EXPECT_LE(p.disk.bytes, in.kv.disk_budget);
 }
 
+// The disk tier must fit where its spill file goes: a folder with too little room, or none the
+// file can be made in, makes the plan not fit (generate would refuse to start).
+TEST(PlannerSplit, ADiskTierNeedsRoomInItsFolder) {
+  PlanInput in = stories();
+  in.n_ctx = 4000;
+  in.kv.window_tokens = 512;
+  const int64_t block = 256 * 640;
+  in.kv.host_budget = 2 * block;
+  in.kv.disk_budget = 20 * block;
+  const Plan free_enough = [&] {
+    PlanInput i = in;
+    i.spill_free_bytes = 11 * block;
+    return plan_ok(i);
+  }();
+  ASSERT_EQ(free_enough.disk.blocks, 11);  // 16 blocks - 3 window - 2 host
+  EXPECT_TRUE(free_enough.fits);
+  PlanInput tight = in;
+  tight.spill_free_bytes = 10 * block;
+  const Plan t = plan_ok(tight);
+  EXPECT_FALSE(t.fits);
+  ASSERT_EQ(t.problems.size(), 1u);
+  EXPECT_NE(t.problems[0].find("does not fit in the spill folder (1.6 MiB free)"),
+            std::string::npos)
+      << t.problems[0];
+  PlanInput none = in;
+  none.spill_problem = "the spill folder '/x' is not writable";
+  const Plan n = plan_ok(none);
+  EXPECT_FALSE(n.fits);
+  ASSERT_EQ(n.problems.size(), 1u);
+  EXPECT_EQ(n.problems[0],
+            "the disk tier (1.7 MiB) has no spill folder: the spill folder '/x' is not writable");
+  // Without a disk tier planned the folder does not matter.
+  none.kv.host_budget = -1;
+  EXPECT_TRUE(plan_ok(none).fits);
+}
+
 TEST(PlannerSplit, GpuHoldsWeightsAndWindow) {
   PlanInput in = llama3_8b();
   in.n_ctx = 32768;

@@ -394,6 +394,11 @@ TEST(TierPolicySettings, ParseKvWindow) {
   ASSERT_TRUE(parse_kv_window("auto", s).ok());
   EXPECT_FALSE(s.window_tokens.has_value());
   EXPECT_EQ(kv_window_name(s), "auto");
+  for (const char* any_case : {"AUTO", "Auto"}) {  // a hand-edited settings row, a typed flag
+    ASSERT_TRUE(parse_kv_window("64", s).ok());
+    ASSERT_TRUE(parse_kv_window(any_case, s).ok()) << any_case;
+    EXPECT_FALSE(s.window_tokens.has_value()) << any_case;
+  }
   ASSERT_TRUE(parse_kv_window("1", s).ok());
   EXPECT_EQ(s.window_tokens, std::optional<int64_t>(1));
   for (const char* bad : {"x", "-3", "", "64k", " 64", "+5", "auto2", "99999999999999999999"}) {
