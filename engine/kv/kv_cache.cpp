@@ -41,6 +41,7 @@ enum class State : uint8_t {
   Spilling,  // queued on the copy thread; still read from (and holding) its window slot
   Failed,    // its spill failed; stays in its window slot for good (the cache is in error)
   Cold,      // landed in cold_tier / cold_slot; window slot given back
+  Dropped,   // sliding layers: out of every future query's span, its bytes freed
 };
 
 struct BlockEntry {
@@ -73,6 +74,7 @@ struct KvCache::Impl {
   std::vector<int64_t> freed_host, freed_disk;  // slots given back (a failed spill)
   int64_t n_tokens = 0, reserved = 0;
   int64_t n_window = 0, n_host = 0, n_disk = 0;  // blocks read from each tier
+  int64_t n_dropped = 0;                         // sliding layers: blocks dropped
   int64_t retire_cursor = 0;  // blocks in [n_sink_blocks, retire_cursor) have left the window
   std::optional<Error> spill_error;  // first failed spill; sticky until clear()/restore()
 
@@ -133,7 +135,7 @@ struct KvCache::Impl {
   }
 
   const uint8_t* read_base(const BlockEntry& e) const {
-    assert(e.state != State::Unused);
+    assert(e.state != State::Unused && e.state != State::Dropped);
     if (e.state != State::Cold) return window.slot(e.window_slot);
     if (e.cold_tier == Tier::Host) return host->slot(e.cold_slot);
     return disk->slot(e.cold_slot);
@@ -149,6 +151,7 @@ struct KvCache::Impl {
     set(telemetry.window_bytes, n_window * block_bytes);
     set(telemetry.host_bytes, n_host * block_bytes);
     set(telemetry.disk_bytes, n_disk * block_bytes);
+    set(telemetry.dropped_blocks, n_dropped);
   }
 
   // Applies the copies the copy thread has finished: a landed block is read from its cold slot
@@ -209,11 +212,25 @@ struct KvCache::Impl {
   // the window in order and never come back, hence the cursor.
   void retire(int64_t n_blocks, int64_t keep_from) {
     if (spill_error) return;  // the cache is in error: keep what it holds where it is
+    if (layout.drops()) return drop_before(n_tokens);
     const int64_t end = std::min(layout.window.cold_end(n_blocks), keep_from);
     for (; retire_cursor < end; ++retire_cursor) {
       if (table[static_cast<size_t>(retire_cursor)].state == State::Window) {
         queue_spill(retire_cursor);
       }
+    }
+  }
+
+  // Sliding layers: drops the blocks no query at p or later attends (TierLayout::drops()).
+  void drop_before(int64_t p) {
+    const int64_t end = std::min(layout.window.first_live(p), static_cast<int64_t>(table.size()));
+    for (; retire_cursor < end; ++retire_cursor) {
+      BlockEntry& e = table[static_cast<size_t>(retire_cursor)];
+      assert(e.state == State::Window);
+      window.give_back(e.window_slot);
+      e = BlockEntry{State::Dropped, Tier::Window, -1, -1};
+      --n_window;
+      ++n_dropped;
     }
   }
 
@@ -261,7 +278,7 @@ struct KvCache::Impl {
     freed_host.clear();
     freed_disk.clear();
     n_tokens = reserved = 0;
-    n_window = n_host = n_disk = 0;
+    n_window = n_host = n_disk = n_dropped = 0;
     retire_cursor = n_sink_blocks;
     spill_error.reset();
     publish();
@@ -272,7 +289,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
   auto planned = plan_tiers(config_in);
   if (!planned) return planned.error();
   const TierLayout& t = *planned;
-  if (config_in.disk_budget > 0 && config_in.spill_dir.empty()) {
+  if (config_in.disk_budget > 0 && config_in.spill_dir.empty() && !t.drops()) {
     return Error{"--disk-budget needs a folder for the spill file: set --spill-dir DIR"};
   }
   KvCacheConfig config = config_in;  // what config() reports: the settings as applied
@@ -293,7 +310,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
   auto host = HostArena::create(t.host_slots, t.block_bytes);
   if (!host) return host.error();
   m.host = std::move(host.value());
-  if (config.disk_budget > 0) {  // a bad folder for a disk budget given is an error at once
+  if (config.disk_budget > 0 && !t.drops()) {  // a bad folder for a disk budget: an error now
     auto disk =
         SpillFile::create(config.spill_dir, t.disk_slots, t.block_bytes, config.disk_budget);
     if (!disk) return disk.error();
@@ -314,6 +331,9 @@ int64_t KvCache::max_tokens() const { return impl_->max_tokens; }
 std::string KvCache::capacity_detail() const { return impl_->layout.capacity_detail(); }
 const TierLayout& KvCache::layout() const { return impl_->layout; }
 int64_t KvCache::n_tokens() const { return impl_->n_tokens; }
+int64_t KvCache::first_held_block() const {
+  return impl_->layout.drops() ? impl_->retire_cursor : 0;
+}
 int64_t KvCache::block_bytes() const { return impl_->block_bytes; }
 
 Status KvCache::reserve(int64_t n) {
@@ -399,6 +419,10 @@ void KvCache::blocks(int64_t layer, int64_t end, std::vector<BlockView>& out) co
   out.reserve(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockEntry& e = m.table[static_cast<size_t>(b)];
+    if (e.state == State::Dropped) {  // no bytes: the span's attention never reads it
+      out.push_back(BlockView{b, b * bs, 0, Tier::Window, nullptr, nullptr});
+      continue;
+    }
     const uint8_t* base = m.read_base(e) + layer * m.layer_bytes;
     out.push_back(BlockView{b, b * bs, std::min(bs, end - b * bs),
                             e.state == State::Cold ? e.cold_tier : Tier::Window, base,
@@ -424,6 +448,12 @@ Status KvCache::read_block(int64_t b, std::span<uint8_t> out) const {
     return make_error("KV block buffer of {} bytes, a block has {}", out.size(), m.block_bytes);
   }
   const BlockEntry& e = m.table[static_cast<size_t>(b)];
+  if (e.state == State::Dropped) {
+    return make_error(
+        "KV block {} was dropped: these sliding-window layers keep only the last {} "
+        "positions",
+        b, m.layout.span_tokens);
+  }
   if (m.device() != nullptr && e.state != State::Cold) {
     return m.device()->copy_out(e.window_slot, out.data());
   }
@@ -442,8 +472,16 @@ Status KvCache::restore(int64_t n_tokens,
   // Block by block through the window, as a run of block-sized ubatches would write them: the
   // blocks land in the tiers a normal run puts them in, by the same spill path.
   const int64_t bs = m.config.block_size;
+  // Sliding layers: the blocks before the span of the next query are dropped, not restored.
+  const int64_t first = m.layout.window.first_live(n_tokens);
+  if (first > 0) {
+    m.table.assign(static_cast<size_t>(first), BlockEntry{State::Dropped, Tier::Window, -1, -1});
+    m.n_tokens = first * bs;
+    m.retire_cursor = first;
+    m.n_dropped = first;
+  }
   std::vector<uint8_t> staging;
-  for (int64_t b = 0; b * bs < n_tokens; ++b) {
+  for (int64_t b = first; b * bs < n_tokens; ++b) {
     const int64_t n = std::min(bs, n_tokens - b * bs);
     Status st = reserve(n);
     if (st) {
@@ -488,6 +526,7 @@ KvStats KvCache::stats() const {
   s.window_to_disk_bytes = get(t.window_to_disk_bytes);
   s.cold_to_window_bytes = get(t.cold_to_window_bytes);
   s.spills_pending = get(t.spills_pending);
+  s.dropped_blocks = get(t.dropped_blocks);
   return s;
 }
 

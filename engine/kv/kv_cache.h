@@ -23,6 +23,10 @@
 // window slot, whose reuse waits for the copy). No block ever moves from a cold tier back into
 // the window: cold blocks are attended where they lie.
 //
+// Sliding-window layers (TierConfig::span_tokens > 0, tier_policy.h): blocks out of the span of
+// the next query are dropped, not spilled; blocks() gives them as views of 0 tokens and null
+// k / v, which a span's attention never reads; read_block() refuses them.
+//
 // Capacity: max_tokens() = TierLayout::max_tokens, min(n_ctx, tokens the window + host + disk
 // slots hold). Sessions use
 // it as their context length, so a request that does not fit stops with
@@ -74,6 +78,7 @@ struct KvTelemetry {
   std::atomic<int64_t> window_to_host_bytes{0}, window_to_disk_bytes{0};  // spilled so far
   std::atomic<int64_t> cold_to_window_bytes{0};  // must stay 0: cold blocks never come back
   std::atomic<int64_t> spills_pending{0};        // blocks queued on the copy thread
+  std::atomic<int64_t> dropped_blocks{0};        // sliding layers: blocks out of the span
 };
 
 /// A plain copy of KvTelemetry for printing / JSON.
@@ -82,6 +87,7 @@ struct KvStats {
   int64_t window_bytes = 0, host_bytes = 0, disk_bytes = 0;
   int64_t window_to_host_bytes = 0, window_to_disk_bytes = 0, cold_to_window_bytes = 0;
   int64_t spills_pending = 0;
+  int64_t dropped_blocks = 0;  // sliding layers: blocks dropped (out of every query's span)
 };
 
 /// Where the data of one logical block lies (for one layer). k and v point at
@@ -118,6 +124,9 @@ class KvCache {
   /// budgets you set": "(window 16 tokens, host 8.0 KiB = 2 blocks, disk 1.0 MiB = 256 blocks)".
   std::string capacity_detail() const;
   int64_t n_tokens() const;  // positions stored (committed)
+  /// The first block still held: 0, except for sliding layers (TierLayout::drops()), whose
+  /// blocks before it were dropped. read_block() serves [first_held_block(), blocks held).
+  int64_t first_held_block() const;
 
   /// Bytes of one logical block over all layers, K + V (the unit of the budgets).
   int64_t block_bytes() const;
@@ -150,7 +159,8 @@ class KvCache {
   /// Empties the cache, then rebuilds it holding n_tokens positions whose blocks' bytes are
   /// produced by fill(b, dst) in the read_block layout, placing them in tiers as a normal run
   /// would (sinks and recent blocks in the window, the rest spilled). On error the cache is
-  /// empty.
+  /// empty. Sliding layers: fill() is asked only for the blocks from
+  /// WindowRule::first_live(n_tokens) on; those before it are dropped.
   Status restore(int64_t n_tokens,
                  const std::function<Status(int64_t b, std::span<uint8_t> dst)>& fill);
 

@@ -165,18 +165,26 @@ int64_t WindowRule::cold_end(int64_t n_blocks) const {
 
 Tier TierLayout::tier_of(int64_t pos, int64_t n_past) const {
   assert(pos >= 0 && pos < n_past);
+  if (drops()) return Tier::Window;  // held or dropped: never cold
   const int64_t b = pos / block_size;
   if (!window.query(n_past - 1).cold(b)) return Tier::Window;
   return b - window.sink_blocks < host_slots ? Tier::Host : Tier::Disk;
 }
 
 int64_t TierLayout::pool_slots(int64_t n_ubatch) const {
+  if (drops()) {  // the span before the ubatch's first query, and the ubatch's own positions
+    return std::min(n_blocks,
+                    ceil_div(span_tokens - 1 + std::min(n_ubatch, n_ctx), block_size) + 1);
+  }
   if (window.total() >= n_blocks) return n_blocks;
   const int64_t ub = ceil_div(std::min(n_ubatch, n_ctx), block_size) + 1;
   return std::min(window.total() + ub, n_blocks) + kSpareWindowSlots;
 }
 
 std::string TierLayout::capacity_detail() const {
+  if (drops()) {
+    return fmt::format("(sliding window {} tokens, context {} tokens)", span_tokens, n_ctx);
+  }
   std::string s = fmt::format("(window {} tokens", window.total() * block_size);
   if (host_budget_blocks < 0) {
     s += ", host unlimited";
@@ -202,6 +210,9 @@ Expected<TierLayout> plan_tiers(const TierConfig& c) {
   if (c.n_ctx <= 0) return make_error("a context of {} tokens: it holds at least 1", c.n_ctx);
   if (c.n_ctx > kMaxContextTokens) {
     return make_error("context of {} tokens is too large (at most {})", c.n_ctx, kMaxContextTokens);
+  }
+  if (c.span_tokens < 0) {
+    return make_error("a sliding window of {} tokens: it holds at least 1", c.span_tokens);
   }
   if (Status st = check_paging(c.block_size, c.n_sinks, c.window_tokens); !st) return st.error();
   if (c.disk_budget < 0) return make_error("--disk-budget {} must not be negative", c.disk_budget);
@@ -234,6 +245,20 @@ Expected<TierLayout> plan_tiers(const TierConfig& c) {
       t.host_budget_blocks < 0 ? t.cold_blocks : std::min(t.host_budget_blocks, t.cold_blocks);
   t.disk_slots = std::min(t.disk_budget_blocks, t.cold_blocks - t.host_slots);
   t.max_tokens = std::min(t.n_ctx, (t.window.total() + t.host_slots + t.disk_slots) * bs);
+  if (c.span_tokens > 0) {  // sliding layers: the span's blocks, nothing cold, no budgets
+    t.span_tokens = std::min(c.span_tokens, t.n_ctx);
+    t.n_sinks = 0;
+    t.window_tokens = t.span_tokens;
+    t.host_budget = -1;
+    t.disk_budget = 0;
+    t.window = WindowRule{bs, 0, ceil_div(t.span_tokens - 1, bs) + 1, t.span_tokens};
+    t.window_blocks = std::min(t.window.total(), t.n_blocks);
+    t.cold_blocks = t.n_blocks - t.window_blocks;
+    t.host_budget_blocks = -1;
+    t.disk_budget_blocks = 0;
+    t.host_slots = t.disk_slots = 0;
+    t.max_tokens = t.n_ctx;
+  }
   return t;
 }
 

@@ -16,11 +16,20 @@
 // can hold is min(n_ctx, (window + host + disk blocks) * block): a request beyond it stops with
 // "context full" before anything is computed.
 //
+// Sliding-window layers (a TierConfig with span_tokens > 0: gemma3's local layers, a phi3 or
+// mistral file's sliding window) never attend a position more than span - 1 before the query,
+// so a cache of only such layers has no cold tiers: a block wholly before the span of the next
+// query (positions < n_tokens - span + 1) is dropped, exactly, and its bytes are free. Its
+// window holds the recent ceil((span - 1) / block) + 1 blocks; sinks and budgets do not apply,
+// and its capacity is the context. A model with both kinds keeps one cache per kind
+// (kv_cache_set.h), so the budgets count only the global layers' KV.
+//
 // The window's size, --kv-window, is a number of tokens or "auto": in RAM (the CPU session) auto
 // is kDefaultRamWindowTokens; on a GPU it is the whole context, or as much of it as fits the
 // device's free memory (the CUDA session measures that, then asks fit_recent_blocks()).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -118,6 +127,10 @@ struct TierConfig {
   int64_t window_tokens = kDefaultRamWindowTokens;
   int64_t host_budget = -1;  // bytes over all layers, K + V; < 0: no limit
   int64_t disk_budget = 0;   // bytes; 0: no disk tier
+  // Positions a query of these layers attends, its own included (a sliding window); 0: every
+  // earlier position (global layers). > 0: blocks out of the span are dropped (see above); the
+  // sink, window and budget fields are then not used.
+  int64_t span_tokens = 0;
 };
 
 /// The settings' TierConfig for a model shape and context: the window resolved for `home`.
@@ -144,7 +157,13 @@ struct WindowRule {
   int64_t block_size = 1;
   int64_t sink_blocks = 0;    // ceil(n_sinks / block_size)
   int64_t recent_blocks = 0;  // ceil(window_tokens / block_size)
+  int64_t span = 0;           // TierConfig::span_tokens (0: global)
   int64_t total() const { return sink_blocks + recent_blocks; }
+  /// Sliding layers: the first block a query at position p (or any later one) may attend,
+  /// max(0, p - span + 1) / block_size; blocks before it are dropped. 0 for global layers.
+  int64_t first_live(int64_t p) const {
+    return span > 0 ? std::max<int64_t>(0, p - span + 1) / block_size : 0;
+  }
   /// The split for a query at position p (>= 0).
   QueryBlocks query(int64_t p) const;
   /// The blocks a context of n_blocks blocks has out of the window: [sink_blocks, end) with end
@@ -173,6 +192,10 @@ struct TierLayout {
   // exist). host first, then disk.
   int64_t host_slots = 0, disk_slots = 0;
   int64_t max_tokens = 0;  // min(n_ctx, (window.total() + host_slots + disk_slots) * block_size)
+  // Sliding layers (span_tokens > 0): the window holds the recent blocks of the span, there are
+  // no cold slots, max_tokens is n_ctx and cold_blocks counts the blocks a full context drops.
+  int64_t span_tokens = 0;
+  bool drops() const { return span_tokens > 0; }
 
   /// ceil(max_tokens / block_size).
   int64_t max_blocks() const { return ceil_div(max_tokens, block_size); }
