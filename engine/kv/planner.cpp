@@ -48,23 +48,69 @@ Status check_input(const PlanInput& in) {
     if (v <= 0) return make_error("plan: {} must be at least 1 (got {})", what, v);
   }
   if (in.weights_bytes < 0) return make_error("plan: weights bytes must not be negative");
+  if (!in.layer_span.empty() && static_cast<int64_t>(in.layer_span.size()) != in.n_layer) {
+    return make_error("plan: a layer span for {} layers, the model has {}", in.layer_span.size(),
+                      in.n_layer);
+  }
+  for (const int64_t s : in.layer_span) {
+    if (s < 0) return make_error("plan: a sliding window of {} tokens", s);
+  }
   // The settings as generate checks them, less the spill folder (a plan writes none).
   if (Status st = validate(in.kv, /*need_spill_dir=*/false); !st)
     return make_error("plan: {}", st.error().message);
   return Status::Ok();
 }
 
-// The tier policy's layout for `in`, the window resolved as the session would: explicit, or
-// auto (RAM: the default; GPU: the whole context, or what fits the VRAM beside the weights).
-Expected<TierLayout> layout_of(const PlanInput& in) {
-  const bool gpu = in.vram > 0;
-  TierConfig tc = tier_config(in.kv, gpu ? WindowHome::Device : WindowHome::Ram, in.n_ctx);
-  tc.n_layer = in.n_layer;
+// A TierConfig of in's shape, n_layer layers.
+TierConfig shape_of(const PlanInput& in, int64_t n_layer, WindowHome home) {
+  TierConfig tc = tier_config(in.kv, home, in.n_ctx);
+  tc.n_layer = n_layer;
   tc.n_kv_heads = in.n_kv_heads;
   tc.head_dim = in.head_dim;
   tc.head_dim_v = in.head_dim_v;
   tc.type_k = in.type_k;
   tc.type_v = in.type_v;
+  return tc;
+}
+
+int64_t global_layers(const PlanInput& in) {
+  if (in.layer_span.empty()) return in.n_layer;
+  return std::count(in.layer_span.begin(), in.layer_span.end(), int64_t{0});
+}
+
+// The sliding layers' share: per span, its layers' window at its fullest.
+struct Sliding {
+  int64_t layers = 0, window_bytes = 0, context_bytes = 0, block_size = 0;
+};
+Expected<Sliding> sliding_of(const PlanInput& in, WindowHome home) {
+  Sliding sl;
+  std::vector<int64_t> spans(in.layer_span);
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size();) {
+    const int64_t span = spans[i];
+    size_t j = i;
+    while (j < spans.size() && spans[j] == span) ++j;
+    if (span > 0) {
+      TierConfig tc = shape_of(in, static_cast<int64_t>(j - i), home);
+      tc.span_tokens = span;
+      auto t = plan_tiers(tc);
+      if (!t) return make_error("plan: {}", t.error().message);
+      sl.layers += tc.n_layer;
+      sl.window_bytes += std::min(t->n_blocks, t->pool_slots(in.ubatch)) * t->block_bytes;
+      sl.context_bytes += t->n_blocks * t->block_bytes;
+      sl.block_size = t->block_size;
+    }
+    i = j;
+  }
+  return sl;
+}
+
+// The tier policy's layout for `in`'s global layers, the window resolved as the session would:
+// explicit, or auto (RAM: the default; GPU: the whole context, or what fits the VRAM beside
+// the weights).
+Expected<TierLayout> layout_of(const PlanInput& in) {
+  const bool gpu = in.vram > 0;
+  TierConfig tc = shape_of(in, global_layers(in), gpu ? WindowHome::Device : WindowHome::Ram);
   auto t = plan_tiers(tc);
   if (!t) return make_error("plan: {}", t.error().message);
   if (gpu && !in.kv.window_tokens &&
@@ -84,9 +130,22 @@ Expected<TierLayout> layout_of(const PlanInput& in) {
 // The split and the predictions, without suggestions.
 Expected<Plan> compute(const PlanInput& in) {
   if (auto s = check_input(in); !s) return s.error();
-  auto laid = layout_of(in);
+  const WindowHome home = in.vram > 0 ? WindowHome::Device : WindowHome::Ram;
+  auto sliding = sliding_of(in, home);
+  if (!sliding) return sliding.error();
+  // Every layer sliding: the global part is empty (a layout of no layers holds the context).
+  PlanInput global_in = in;
+  if (global_layers(in) == 0) {
+    global_in.layer_span.assign(static_cast<size_t>(in.n_layer), 0);
+  }
+  auto laid = layout_of(global_in);
   if (!laid) return laid.error();
-  const TierLayout& t = *laid;
+  TierLayout t = *laid;
+  if (global_layers(in) == 0) {
+    t.kv_bytes_per_token = t.block_bytes = 0;
+    t.window_blocks = t.cold_blocks = t.host_slots = t.disk_slots = 0;
+    t.max_tokens = in.n_ctx;
+  }
 
   Plan p;
   const int64_t bs = t.block_size;
@@ -106,8 +165,13 @@ Expected<Plan> compute(const PlanInput& in) {
   p.disk.tokens = p.disk.blocks * bs;
   p.host.bytes = p.host.blocks * p.block_bytes;
   p.disk.bytes = p.disk.blocks * p.block_bytes;
-  p.ram_kv_bytes = p.host.bytes + (p.gpu ? 0 : p.window.bytes);
   p.max_tokens = t.max_tokens;
+  p.sliding_layers = sliding->layers;
+  p.sliding_window_bytes = sliding->window_bytes;
+  p.dense_kv_bytes = t.n_blocks * in.n_layer * t.layer_bytes;
+  p.window.bytes += p.sliding_window_bytes;
+  p.kv_bytes += p.sliding_window_bytes;
+  p.ram_kv_bytes = p.host.bytes + (p.gpu ? 0 : p.window.bytes);
 
   const int64_t missing = t.cold_blocks - t.host_slots - t.disk_slots;
   if (missing > 0) {
@@ -260,7 +324,7 @@ Expected<Plan> make_plan(const PlanInput& in) {
     p.suggestions.push_back({"cpu", "(leave out --vram)",
                              fmt::format("the weights alone ({}) fill --vram {}; run on the CPU",
                                          format_size(in.weights_bytes), format_size(in.vram))});
-  } else if (vram_problem) {
+  } else if (vram_problem && p.block_bytes > 0) {
     const int64_t sink_blocks = ceil_div(std::min(in.kv.n_sinks, in.n_ctx), p.block_size);
     const int64_t recent_blocks = (in.vram - in.weights_bytes) / p.block_bytes - sink_blocks;
     if (recent_blocks >= 1) {

@@ -52,6 +52,10 @@ struct PlanInput {
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t head_dim_v = 0;
+  // [n_layer] positions layer il attends, its own included (ModelConfig's sliding window; 0:
+  // global), or empty: every layer global. Sliding layers keep only their span's blocks
+  // (kv_cache_set.h): the tiers and budgets are the global layers'.
+  std::vector<int64_t> layer_span;
   int64_t weights_bytes = 0;  // bytes of weights one decode step reads
   // Run: the context and the KV settings generate takes (budgets in bytes).
   int64_t n_ctx = 0;  // tokens to hold (>= 1)
@@ -88,7 +92,9 @@ struct Suggestion {
 };
 
 struct Plan {
-  int64_t kv_bytes_per_token = 0;  // all layers, K + V
+  // Everything up to `max_tokens` is the global layers' (all layers when none slides), except
+  // window.bytes, kv_bytes, vram_bytes and ram_kv_bytes, which add the sliding layers' share.
+  int64_t kv_bytes_per_token = 0;  // all global layers, K + V
   int64_t block_bytes = 0;         // one block over all layers, K + V
   int64_t n_blocks = 0;            // blocks the context needs
   int64_t block_size = 0;          // --kv-block as applied (cut to the context)
@@ -99,6 +105,13 @@ struct Plan {
   int64_t vram_bytes = 0;    // weights + window when gpu
   int64_t ram_kv_bytes = 0;  // window (no gpu) + host
   int64_t max_tokens = 0;    // tokens the budgets hold: min(n_ctx, blocks that fit * block)
+  // Sliding-window layers (PlanInput::layer_span): how many, and the most bytes their windows
+  // hold (the span and one ubatch, TierLayout::pool_slots()); their KV beyond that is dropped.
+  int64_t sliding_layers = 0;
+  int64_t sliding_window_bytes = 0;
+  // The whole context's KV were every layer global (the saving of the sliding layers is
+  // dense_kv_bytes - kv_bytes).
+  int64_t dense_kv_bytes = 0;
   bool fits = false;
   std::vector<std::string> problems;  // why it does not fit, one line each
   /// Fits the budgets but not the machine: "KV in RAM 1.2 TiB is more than this machine's 23.0

@@ -417,3 +417,61 @@ TEST(PlannerPredict, GpuDecodeOverlapsTheTwoSides) {
 
 }  // namespace
 }  // namespace spw::kv
+
+// Sliding-window layers keep only their span's blocks: a gemma3-shaped model (5 sliding layers
+// of span 1024 to 1 global) at 128K needs the host KV of its one global layer, 1/6 of a dense
+// model of the same shape, plus the sliding layers' bounded windows.
+namespace spw::kv {
+namespace {
+TEST(PlannerSliding, AGemma3ShapeNeedsASixthOfTheHostKv) {
+  PlanInput dense;
+  dense.n_layer = 6;
+  dense.n_kv_heads = 4;
+  dense.head_dim = 256;
+  dense.head_dim_v = 256;
+  dense.weights_bytes = 1000;
+  dense.n_ctx = 131072;
+  PlanInput gemma = dense;
+  gemma.layer_span = {1024, 1024, 1024, 1024, 1024, 0};
+  const Plan d = plan_ok(dense);
+  const Plan g = plan_ok(gemma);
+  const int64_t layer_block = 4 * 256 * 2 * 2 * 256;  // heads * dim * (K + V) * f16 * block
+  EXPECT_EQ(d.block_bytes, 6 * layer_block);
+  EXPECT_EQ(g.block_bytes, layer_block);
+  EXPECT_EQ(g.host.blocks, d.host.blocks);  // the same blocks, of one layer instead of six
+  EXPECT_EQ(g.host.bytes * 6, d.host.bytes);
+  EXPECT_EQ(g.sliding_layers, 5);
+  // ceil((1023 + 512) / 256) + 1 = 7 blocks per sliding layer at their fullest (a ubatch).
+  EXPECT_EQ(g.sliding_window_bytes, 5 * 7 * layer_block);
+  EXPECT_EQ(g.window.bytes, g.window.blocks * layer_block + g.sliding_window_bytes);
+  EXPECT_EQ(g.dense_kv_bytes, d.kv_bytes);
+  EXPECT_EQ(g.kv_bytes, 512 * layer_block + 5 * 7 * layer_block);
+  EXPECT_EQ(g.max_tokens, 131072);
+  EXPECT_TRUE(g.fits);
+  // A host budget counts the global layer's bytes only: a sixth of the dense budget fits.
+  gemma.kv.host_budget = d.host.bytes / 6;
+  EXPECT_EQ(plan_ok(gemma).max_tokens, 131072);
+  dense.kv.host_budget = d.host.bytes / 6;
+  EXPECT_LT(plan_ok(dense).max_tokens, 131072 / 5);
+}
+
+TEST(PlannerSliding, EveryLayerSlidingHasNoColdTiers) {
+  PlanInput in;
+  in.n_layer = 4;
+  in.n_kv_heads = 2;
+  in.head_dim = 64;
+  in.head_dim_v = 64;
+  in.n_ctx = 32768;
+  in.layer_span.assign(4, 2048);
+  in.kv.host_budget = 0;
+  const Plan p = plan_ok(in);
+  EXPECT_EQ(p.host.bytes + p.disk.bytes, 0);
+  EXPECT_EQ(p.max_tokens, 32768);
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(p.sliding_layers, 4);
+  EXPECT_EQ(p.kv_bytes, p.sliding_window_bytes);
+  in.layer_span.assign(3, 2048);
+  EXPECT_NE(plan_error(in).find("layer span for 3 layers"), std::string::npos);
+}
+}  // namespace
+}  // namespace spw::kv
