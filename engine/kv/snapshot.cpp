@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 
+#include "engine/kv/kv_cache_set.h"
 #include "engine/kv/planner.h"
 
 namespace spw::kv {
@@ -38,7 +39,11 @@ static_assert(std::endian::native == std::endian::little,
               "snapshots are little-endian; a big-endian build needs byte swapping here");
 
 constexpr char kMagic[8] = {'S', 'P', 'W', 'K', 'V', '\0', '\0', '\1'};
-constexpr uint32_t kVersion = 1;
+// Version 1: one cache of global layers. Version 2 (a model with sliding-window layers,
+// kv_cache_set.h): a group table follows the fixed header, and the payload holds each group's
+// held blocks in group order.
+constexpr uint32_t kVersionGlobal = 1;
+constexpr uint32_t kVersionGroups = 2;
 // magic, version, fingerprint, type_k, type_v, block_size, 4 shape fields, n_tokens, token hash.
 constexpr uint64_t kHeaderBytes = 8 + 4 + 8 + 4 + 4 + 4 + 4 * 8 + 8 + 8;
 static_assert(kHeaderBytes == 80);
@@ -148,14 +153,42 @@ struct SnapshotShape {
   uint64_t n_layer = 0, n_kv_heads = 0, head_dim = 0, head_dim_v = 0;
 };
 
-SnapshotShape shape_of(const Model& model, const KvCache& cache) {
-  const KvCacheConfig& c = cache.config();
+// The caches of a session in group order (a KvCacheSet's groups, or one KvCache).
+using Groups = std::vector<KvCache*>;
+
+bool needs_groups(const Groups& g) { return g.size() > 1 || g.front()->layout().drops(); }
+
+// Layers over all groups.
+int64_t total_layers(const Groups& g) {
+  int64_t n = 0;
+  for (const KvCache* c : g) n += c->config().n_layer;
+  return n;
+}
+
+// The group table of version 2: per group its span (0: global) and layer count.
+std::vector<std::pair<uint64_t, uint64_t>> group_table(const Groups& g) {
+  std::vector<std::pair<uint64_t, uint64_t>> t;
+  for (const KvCache* c : g) {
+    t.emplace_back(static_cast<uint64_t>(c->layout().span_tokens),
+                   static_cast<uint64_t>(c->config().n_layer));
+  }
+  return t;
+}
+
+// Blocks group c holds for n_tokens positions: [first, n_blocks).
+std::pair<int64_t, int64_t> held_blocks(const KvCache& c, int64_t n_tokens) {
+  const int64_t bs = c.config().block_size;
+  return {c.layout().window.first_live(n_tokens), ceil_div(n_tokens, bs)};
+}
+
+SnapshotShape shape_of(const Model& model, const Groups& groups) {
+  const KvCacheConfig& c = groups.front()->config();
   SnapshotShape s;
   s.fingerprint = model_fingerprint(model);
   s.type_k = static_cast<uint32_t>(c.type_k);
   s.type_v = static_cast<uint32_t>(c.type_v);
   s.block_size = static_cast<uint32_t>(c.block_size);
-  s.n_layer = static_cast<uint64_t>(c.n_layer);
+  s.n_layer = static_cast<uint64_t>(total_layers(groups));
   s.n_kv_heads = static_cast<uint64_t>(c.n_kv_heads);
   s.head_dim = static_cast<uint64_t>(c.head_dim);
   s.head_dim_v = static_cast<uint64_t>(c.head_dim_v);
@@ -210,8 +243,11 @@ uint64_t model_fingerprint(const Model& model) {
   return XXH3_64bits(p.bytes.data(), p.bytes.size());
 }
 
-Status save_snapshot(const std::string& path_in, const Model& model, KvCache& cache,
-                     std::span<const int32_t> tokens) {
+namespace {
+
+Status save_groups(const std::string& path_in, const Model& model, const Groups& groups,
+                   std::span<const int32_t> tokens) {
+  KvCache& cache = *groups.front();
   // Renaming onto /dev/null, a FIFO or a link would replace it: write to a regular file only.
   auto resolved = resolve_output_path(path_in);
   if (!resolved) return make_error("saving snapshot: {}", resolved.error().message);
@@ -221,17 +257,20 @@ Status save_snapshot(const std::string& path_in, const Model& model, KvCache& ca
     return make_error("saving snapshot {}: {} token ids given for a cache of {} tokens", path,
                       tokens.size(), n_tokens);
   }
-  if (auto s = cache.flush(); !s) return s;
-  const KvCacheConfig& cfg = cache.config();
-  const int64_t block_bytes = cache.block_bytes();
-  const int64_t n_blocks = (n_tokens + cfg.block_size - 1) / cfg.block_size;
+  int64_t raw_bytes = 0;
+  for (KvCache* g : groups) {
+    if (auto s = g->flush(); !s) return s;
+    const auto [first, end] = held_blocks(*g, n_tokens);
+    raw_bytes += (end - first) * g->block_bytes();
+  }
 
-  // Header and tokens.
-  const SnapshotShape sh = shape_of(model, cache);
+  // Header (and the group table) and tokens.
+  const SnapshotShape sh = shape_of(model, groups);
+  const bool v2 = needs_groups(groups);
   Packer h;
-  h.bytes.reserve(kHeaderBytes + tokens.size_bytes() + 8);
+  h.bytes.reserve(kHeaderBytes + 4 + 16 * groups.size() + tokens.size_bytes() + 8);
   h.put_bytes(kMagic, sizeof kMagic);
-  h.put(kVersion);
+  h.put(v2 ? kVersionGroups : kVersionGlobal);
   h.put(sh.fingerprint);
   h.put(sh.type_k);
   h.put(sh.type_v);
@@ -239,6 +278,13 @@ Status save_snapshot(const std::string& path_in, const Model& model, KvCache& ca
   for (const uint64_t v : {sh.n_layer, sh.n_kv_heads, sh.head_dim, sh.head_dim_v}) h.put(v);
   h.put(static_cast<uint64_t>(n_tokens));
   h.put(token_hash(tokens));
+  if (v2) {
+    h.put(static_cast<uint32_t>(groups.size()));
+    for (const auto& [span, layers] : group_table(groups)) {
+      h.put(span);
+      h.put(layers);
+    }
+  }
   h.put_bytes(tokens.data(), tokens.size_bytes());
   const uint64_t size_offset = h.bytes.size();
   h.put(uint64_t{0});  // payload bytes, patched in once the frame is written
@@ -259,8 +305,8 @@ Status save_snapshot(const std::string& path_in, const Model& model, KvCache& ca
   std::unique_ptr<ZSTD_CCtx, CctxFree> cctx(ZSTD_createCCtx());
   if (!cctx) return Error{"zstd: out of memory"};
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_setPledgedSrcSize(cctx.get(), static_cast<unsigned long long>(n_blocks * block_bytes));
-  std::vector<uint8_t> block(static_cast<size_t>(block_bytes));
+  ZSTD_CCtx_setPledgedSrcSize(cctx.get(), static_cast<unsigned long long>(raw_bytes));
+  std::vector<uint8_t> block;
   std::vector<uint8_t> out(ZSTD_CStreamOutSize());
   uint64_t payload_bytes = 0;
   const auto pump = [&](ZSTD_inBuffer& in, ZSTD_EndDirective mode) -> Status {
@@ -276,10 +322,14 @@ Status save_snapshot(const std::string& path_in, const Model& model, KvCache& ca
       if (done) return Status::Ok();
     }
   };
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    if (auto s = cache.read_block(b, block); !s) return s;
-    ZSTD_inBuffer in{block.data(), block.size(), 0};
-    if (auto s = pump(in, ZSTD_e_continue); !s) return s;
+  for (KvCache* g : groups) {
+    block.resize(static_cast<size_t>(g->block_bytes()));
+    const auto [first, end] = held_blocks(*g, n_tokens);
+    for (int64_t b = first; b < end; ++b) {
+      if (auto s = g->read_block(b, block); !s) return s;
+      ZSTD_inBuffer in{block.data(), block.size(), 0};
+      if (auto s = pump(in, ZSTD_e_continue); !s) return s;
+    }
   }
   ZSTD_inBuffer none{nullptr, 0, 0};
   if (auto s = pump(none, ZSTD_e_end); !s) return s;
@@ -325,8 +375,9 @@ Status save_snapshot(const std::string& path_in, const Model& model, KvCache& ca
   return Status::Ok();
 }
 
-Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
-                                             KvCache& cache) {
+Expected<std::vector<int32_t>> load_groups(const std::string& path, const Model& model,
+                                           const Groups& groups) {
+  KvCache& cache = *groups.front();
   FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) return make_error("cannot open snapshot {}: {}", path, errno_text(errno));
   struct stat st {};
@@ -351,9 +402,9 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
   const uint8_t* p = head + sizeof kMagic;
   const auto version = get<uint32_t>(p);
   p += 4;
-  if (version != kVersion) {
-    return make_error("snapshot {} has format version {}; this build reads version {}", path,
-                      version, kVersion);
+  if (version != kVersionGlobal && version != kVersionGroups) {
+    return make_error("snapshot {} has format version {}; this build reads versions {} and {}",
+                      path, version, kVersionGlobal, kVersionGroups);
   }
   SnapshotShape file;
   file.fingerprint = get<uint64_t>(p), p += 8;
@@ -369,7 +420,7 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
   const auto want_token_hash = get<uint64_t>(p);
 
   // Against this model and session.
-  const SnapshotShape mine = shape_of(model, cache);
+  const SnapshotShape mine = shape_of(model, groups);
   if (file.fingerprint != mine.fingerprint) {
     return make_error(
         "snapshot {} was made with another model (fingerprint {:016x}, this model "
@@ -393,8 +444,37 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
     return make_error("snapshot {} was made with --kv-block {}, this session uses {}", path,
                       file.block_size, mine.block_size);
   }
+  // Version 2's group table: the same layer groups as this session's.
+  uint64_t tokens_offset = kHeaderBytes;
+  const bool v2 = needs_groups(groups);
+  if ((version == kVersionGroups) != v2) {
+    return make_error("snapshot {} was made {} sliding-window layer groups, this session {} them",
+                      path, version == kVersionGroups ? "with" : "without", v2 ? "has" : "has no");
+  }
+  if (v2) {
+    const auto mine_groups = group_table(groups);
+    const uint64_t table_bytes = 4 + 16 * mine_groups.size();
+    if (file_size < kHeaderBytes + table_bytes + kTrailerBytes) {
+      return make_error("snapshot {} is truncated", path);
+    }
+    std::vector<uint8_t> table(static_cast<size_t>(table_bytes));
+    if (auto s = read_at(fd.fd, kHeaderBytes, table.data(), table.size(), path); !s) {
+      return s.error();
+    }
+    const uint8_t* q = table.data();
+    bool same = get<uint32_t>(q) == mine_groups.size();
+    q += 4;
+    for (const auto& [span, layers] : mine_groups) {
+      same = same && get<uint64_t>(q) == span && get<uint64_t>(q + 8) == layers;
+      q += 16;
+    }
+    if (!same) {
+      return make_error("snapshot {} was made with other sliding-window layer groups", path);
+    }
+    tokens_offset += table_bytes;
+  }
   // Sizes: tokens and payload must account for the file exactly.
-  if (n_tokens > (file_size - kHeaderBytes - kTrailerBytes) / 4) {
+  if (n_tokens > (file_size - tokens_offset - kTrailerBytes) / 4) {
     return make_error("snapshot {} is truncated (its header says {} tokens)", path, n_tokens);
   }
   const int64_t max_tokens = cache.max_tokens();
@@ -402,7 +482,6 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
     return make_error("snapshot {} holds {} tokens; this session fits {} {}", path, n_tokens,
                       max_tokens, cache.capacity_detail());
   }
-  const uint64_t tokens_offset = kHeaderBytes;
   const uint64_t size_offset = tokens_offset + 4 * n_tokens;
   uint64_t payload_bytes = 0;
   if (auto s = read_at(fd.fd, size_offset, reinterpret_cast<uint8_t*>(&payload_bytes), 8, path);
@@ -440,11 +519,15 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
     return make_error("snapshot {} is corrupted (checksum mismatch)", path);
   }
 
-  // The frame must declare exactly the bytes the blocks need.
+  // The frame must declare exactly the bytes the blocks need: each group's held blocks.
+  int64_t n_blocks = 0;  // over all groups
+  unsigned long long raw_bytes = 0;
+  for (const KvCache* g : groups) {
+    const auto [first, end] = held_blocks(*g, static_cast<int64_t>(n_tokens));
+    n_blocks += end - first;
+    raw_bytes += static_cast<unsigned long long>((end - first) * g->block_bytes());
+  }
   const int64_t block_bytes = cache.block_bytes();
-  const auto bs = static_cast<int64_t>(file.block_size);
-  const int64_t n_blocks = (static_cast<int64_t>(n_tokens) + bs - 1) / bs;
-  const auto raw_bytes = static_cast<unsigned long long>(n_blocks * block_bytes);
   {
     uint8_t frame_head[kZstdFrameHeaderMax] = {};
     const size_t n = static_cast<size_t>(std::min<uint64_t>(payload_bytes, sizeof frame_head));
@@ -469,7 +552,9 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
   ZSTD_inBuffer in{in_buf.data(), 0, 0};
   uint64_t read_off = payload_offset;
   const uint64_t payload_end = checksum_offset;
-  int64_t next_block = 0;
+  int64_t next_block = 0;   // the block of the current group expected next
+  int64_t blocks_done = 0;  // over all groups
+  int64_t group_bytes = block_bytes;
   size_t last_ret = 1;  // ZSTD_decompressStream's last result: 0 once the frame is complete
   const auto refill = [&]() -> Status {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(payload_end - read_off, in_buf.size()));
@@ -479,11 +564,11 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
     return Status::Ok();
   };
   const auto fill = [&](int64_t b, std::span<uint8_t> dst) -> Status {
-    if (b != next_block || static_cast<int64_t>(dst.size()) != block_bytes) {
+    if (b != next_block || static_cast<int64_t>(dst.size()) != group_bytes) {
       return make_error(
           "restoring snapshot {}: block {} ({} bytes) asked for, expected block {} "
           "({} bytes)",
-          path, b, dst.size(), next_block, block_bytes);
+          path, b, dst.size(), next_block, group_bytes);
     }
     ZSTD_outBuffer out{dst.data(), dst.size(), 0};
     while (out.pos < out.size) {
@@ -502,7 +587,7 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
       }
     }
     ++next_block;
-    if (next_block == n_blocks) {
+    if (++blocks_done == n_blocks) {
       // The frame must end here: nothing more to decompress, no bytes left over.
       uint8_t extra = 0;
       while (last_ret != 0) {
@@ -523,17 +608,52 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
     }
     return Status::Ok();
   };
+  const auto clear_all = [&] {
+    for (KvCache* g : groups) g->clear();
+  };
   if (n_blocks == 0) {
-    cache.clear();
+    clear_all();
     return tokens;
   }
-  if (auto s = cache.restore(static_cast<int64_t>(n_tokens), fill); !s) return s.error();
-  if (next_block != n_blocks) {
-    cache.clear();
-    return make_error("restoring snapshot {}: {} of {} blocks were restored", path, next_block,
+  for (KvCache* g : groups) {
+    next_block = held_blocks(*g, static_cast<int64_t>(n_tokens)).first;
+    group_bytes = g->block_bytes();
+    if (auto s = g->restore(static_cast<int64_t>(n_tokens), fill); !s) {
+      clear_all();
+      return s.error();
+    }
+  }
+  if (blocks_done != n_blocks) {
+    clear_all();
+    return make_error("restoring snapshot {}: {} of {} blocks were restored", path, blocks_done,
                       n_blocks);
   }
   return tokens;
+}
+
+Groups groups_of(KvCacheSet& set) {
+  Groups g;
+  for (int64_t i = 0; i < set.n_groups(); ++i) g.push_back(&set.group(i));
+  return g;
+}
+
+}  // namespace
+
+Status save_snapshot(const std::string& path, const Model& model, KvCache& cache,
+                     std::span<const int32_t> tokens) {
+  return save_groups(path, model, Groups{&cache}, tokens);
+}
+Status save_snapshot(const std::string& path, const Model& model, KvCacheSet& caches,
+                     std::span<const int32_t> tokens) {
+  return save_groups(path, model, groups_of(caches), tokens);
+}
+Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
+                                             KvCache& cache) {
+  return load_groups(path, model, Groups{&cache});
+}
+Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
+                                             KvCacheSet& caches) {
+  return load_groups(path, model, groups_of(caches));
 }
 
 }  // namespace spw::kv

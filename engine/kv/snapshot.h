@@ -8,6 +8,11 @@
 //   u64 token-prefix hash (XXH3-64 of the n_tokens int32 ids), n_tokens int32 token ids,
 //   u64 payload bytes, payload = zstd frame of the blocks (read_block layout, in block order),
 //   u64 XXH3-64 of everything before it.
+// Version 2, for a model with sliding-window layers (a KvCacheSet, kv_cache_set.h): the same,
+// with n_layer counting every group's layers, a group table after the token-prefix hash (u32
+// n_groups, then per group u64 span (0: global) and u64 n_layer), and a payload of each group's
+// held blocks [WindowRule::first_live(n_tokens), n_blocks) in group order, each in its group's
+// read_block layout. A global-only session writes version 1, unchanged.
 // Loading checks all of it before touching the cache; errors name the file and what differs:
 // "snapshot FILE was made with another model", "... KV types f16/f16, this session uses q8_0/f16",
 // "... is truncated", "... is corrupted (checksum mismatch)".
@@ -24,6 +29,8 @@
 
 namespace spw::kv {
 
+class KvCacheSet;  // kv_cache_set.h
+
 /// Identity of a model's weights and hyperparameters: XXH3-64 over the GGUF tensor index (names,
 /// types, shapes, data offsets), the first 4 KiB of each tensor's data (so two models of one
 /// shape, such as a base model and its fine-tune, differ; reading a sample keeps it cheap for a
@@ -35,11 +42,17 @@ uint64_t model_fingerprint(const Model& model);
 /// any, is untouched.
 Status save_snapshot(const std::string& path, const Model& model, KvCache& cache,
                      std::span<const int32_t> tokens);
+/// The same for a session's layer groups (version 2 when a group slides).
+Status save_snapshot(const std::string& path, const Model& model, KvCacheSet& caches,
+                     std::span<const int32_t> tokens);
 
 /// Reads path, checks it against model and cache's config, then cache.restore(). Returns the
 /// tokens it holds. On any error the cache is left as it was (checked before restore) or, if
 /// restore itself fails, empty.
 Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
                                              KvCache& cache);
+/// The same for a session's layer groups: the file's group table must match caches'.
+Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
+                                             KvCacheSet& caches);
 
 }  // namespace spw::kv

@@ -19,6 +19,7 @@
 
 #include "engine/gguf/ggml_types.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_cache_set.h"
 #include "engine/kv/snapshot.h"
 #include "engine/model/model.h"
 #include "tests/support/test_model.h"
@@ -439,5 +440,100 @@ TEST_F(SnapshotTest, FailedSaveLeavesTheOldFileIntact) {
   EXPECT_EQ(*r2, more);
 }
 
+}  // namespace
+}  // namespace spw::kv
+
+// A model with sliding-window layers: the snapshot (version 2) holds each group's held blocks
+// and restores them byte for byte into a fresh set; a global-only session and a set of other
+// groups refuse it and stay as they were.
+namespace spw::kv {
+namespace {
+std::vector<std::vector<uint8_t>> held(const KvCache& cache) {
+  std::vector<std::vector<uint8_t>> out;
+  const int64_t bs = cache.config().block_size;
+  for (int64_t b = cache.first_held_block(); b * bs < cache.n_tokens(); ++b) {
+    std::vector<uint8_t> block(static_cast<size_t>(cache.block_bytes()));
+    EXPECT_TRUE(cache.read_block(b, block).ok()) << "block " << b;
+    out.push_back(std::move(block));
+  }
+  return out;
+}
+
+TEST(SnapshotGroups, SlidingAndGlobalGroupsRoundTrip) {
+  TempDir dir("spw-snap-groups");
+  auto model = load_model(dir, "m.gguf", TestModelSpec{});
+  ASSERT_TRUE(model);
+  const KvCacheConfig base = config_for(*model, dir.path());
+  ASSERT_GE(base.n_layer, 2);
+  std::vector<int64_t> span(static_cast<size_t>(base.n_layer), 24);
+  span.back() = 0;  // the last layer global, the others sliding
+  auto a = KvCacheSet::create(base, span);
+  auto b = KvCacheSet::create(base, span);
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? "" : a.error().message);
+  ASSERT_EQ((*a)->n_groups(), 2);
+  // 150 positions through the set, in ubatches of 40.
+  std::vector<int32_t> tokens;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  std::vector<float> k(static_cast<size_t>(base.n_kv_heads * base.head_dim));
+  std::vector<float> v(static_cast<size_t>(base.n_kv_heads * base.head_dim_v));
+  for (int64_t p0 = 0; p0 < 150; p0 += 40) {
+    const int64_t ub = std::min<int64_t>(40, 150 - p0);
+    ASSERT_TRUE((*a)->reserve(ub).ok());
+    for (int64_t pos = p0; pos < p0 + ub; ++pos) {
+      for (int64_t l = 0; l < base.n_layer; ++l) {
+        for (float& x : k) x = dist(rng);
+        for (float& x : v) x = dist(rng);
+        (*a)->store(l, pos, k.data(), v.data());
+      }
+      tokens.push_back(static_cast<int32_t>(rng() % 320));
+    }
+    (*a)->commit(ub);
+  }
+  ASSERT_TRUE((*a)->flush().ok());
+  EXPECT_GT((*a)->stats().dropped_blocks, 0);
+  const std::string path = dir.file("groups.kv");
+  ASSERT_TRUE(save_snapshot(path, *model, **a, tokens).ok());
+  const std::vector<uint8_t> bytes = read_bytes(path);
+  uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  EXPECT_EQ(version, 2u);
+
+  auto loaded = load_snapshot(path, *model, **b);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(*loaded, tokens);
+  for (int64_t g = 0; g < 2; ++g) {
+    EXPECT_EQ((*b)->group(g).n_tokens(), 150);
+    EXPECT_EQ((*b)->group(g).first_held_block(), (*a)->group(g).first_held_block());
+    EXPECT_EQ(held((*b)->group(g)), held((*a)->group(g))) << "group " << g;
+  }
+
+  // A global-only session of the same model refuses it and keeps what it holds.
+  auto plain = make_cache(base);
+  ASSERT_TRUE(plain);
+  std::vector<int32_t> plain_tokens;
+  fill(*plain, plain_tokens, 20, 3);
+  auto refused = load_snapshot(path, *model, *plain);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("sliding-window layer groups"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(plain->n_tokens(), 20);
+  // Other groups (another span) refuse it too.
+  std::fill(span.begin(), span.end() - 1, 40);
+  auto other = KvCacheSet::create(base, span);
+  ASSERT_TRUE(other.ok());
+  auto refused2 = load_snapshot(path, *model, **other);
+  ASSERT_FALSE(refused2.ok());
+  EXPECT_NE(refused2.error().message.find("other sliding-window layer groups"), std::string::npos)
+      << refused2.error().message;
+  // Cut short anywhere: refused, the set left as it was.
+  for (const size_t keep : {size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+    const std::string cut = dir.file("cut.kv");
+    std::ofstream(cut, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(keep));
+    EXPECT_FALSE(load_snapshot(cut, *model, **b).ok()) << "kept " << keep;
+    EXPECT_EQ((*b)->n_tokens(), 150);
+  }
+}
 }  // namespace
 }  // namespace spw::kv
