@@ -219,14 +219,21 @@ QString DashboardDock::valuesAt(const QString& key, double seconds) const {
           .arg(at, mib_text(s.host_bytes), mib_text(s.rss_bytes), mib_text(s.available_bytes));
     case kDisk:
       return tr("Disk tier %1\n%2").arg(at, mib_text(s.disk_bytes));
-    case kBlocks:
-      return tr("KV blocks %1\nwindow %2\nhost %3\ndisk %4\n(%5 of %6 tokens)")
-          .arg(at)
-          .arg(s.window_blocks)
-          .arg(s.host_blocks)
-          .arg(s.disk_blocks)
-          .arg(s.n_past)
-          .arg(s.n_ctx);
+    case kBlocks: {
+      QString text = tr("KV blocks %1\nwindow %2\nhost %3\ndisk %4\n(%5 of %6 tokens)")
+                         .arg(at)
+                         .arg(s.window_blocks)
+                         .arg(s.host_blocks)
+                         .arg(s.disk_blocks)
+                         .arg(s.n_past)
+                         .arg(s.n_ctx);
+      if (s.dropped_blocks > 0) {
+        text += tr("\ndropped %1 (%2): sliding-window layers keep only their window")
+                    .arg(s.dropped_blocks)
+                    .arg(mib_text(s.dropped_bytes));
+      }
+      return text;
+    }
     case kMoved:
       return tr("Moved between tiers %1\n%2 bytes per token\n%3 in all")
           .arg(at)

@@ -60,6 +60,19 @@ TEST(Dashboard, SeriesGetPointsAsSamplesArrive) {
   EXPECT_TRUE(d.valuesAt(QStringLiteral("blocks_host"), 2.7).contains(QStringLiteral("host 9")));
 }
 
+TEST(Dashboard, DroppedSlidingWindowBlocksShowInTheBlocksChart) {
+  DashboardDock d;
+  app::TelemetrySample s = cpu_sample(3);
+  d.addSample(s);
+  EXPECT_FALSE(d.valuesAt(QStringLiteral("blocks_host"), 0).contains(QStringLiteral("dropped")));
+  s.t_ms += 300;
+  s.dropped_blocks = 40;
+  s.dropped_bytes = int64_t{5} << 20;
+  d.addSample(s);
+  const QString tip = d.valuesAt(QStringLiteral("blocks_host"), 0.3);
+  EXPECT_TRUE(tip.contains(QStringLiteral("dropped 40 (5.0 MiB)"))) << tip.toStdString();
+}
+
 TEST(Dashboard, GpuSamplesFillTheVramChart) {
   DashboardDock d;
   app::TelemetrySample s = cpu_sample(0);

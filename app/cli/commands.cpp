@@ -76,6 +76,8 @@ nlohmann::json stats_json(const SessionUsage& st, int64_t step, const char* phas
   j["window_bytes"] = st.kv.window_bytes;
   j["host_bytes"] = st.kv.host_bytes;
   j["disk_bytes"] = st.kv.disk_bytes;
+  j["dropped_blocks"] = st.kv.dropped_blocks;
+  j["dropped_bytes"] = st.kv.dropped_bytes;
   j["window_to_host_bytes"] = st.kv.window_to_host_bytes;
   j["window_to_disk_bytes"] = st.kv.window_to_disk_bytes;
   j["cold_to_window_bytes"] = st.kv.cold_to_window_bytes;
@@ -112,6 +114,11 @@ void print_stats(const SessionUsage& st, const cpu::CpuSession& cpu, int64_t n_p
                       format_size(st.kv.host_bytes));
   text += fmt::format("stats: disk   {:>6} blocks {:>12}\n", st.kv.disk_blocks,
                       format_size(st.kv.disk_bytes));
+  if (st.kv.dropped_blocks > 0) {
+    text += fmt::format(
+        "stats: dropped {:>5} blocks {:>12} (sliding-window layers keep only their window)\n",
+        st.kv.dropped_blocks, format_size(st.kv.dropped_bytes));
+  }
   text +=
       fmt::format("stats: moved window->host {}, window->disk {}, cold->window {}\n",
                   format_size(st.kv.window_to_host_bytes), format_size(st.kv.window_to_disk_bytes),

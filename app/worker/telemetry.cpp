@@ -64,6 +64,8 @@ TelemetrySample sample_from_usage(const SessionUsage& u, const TelemetrySample* 
   s.window_bytes = u.kv.window_bytes;
   s.host_bytes = u.kv.host_bytes;
   s.disk_bytes = u.kv.disk_bytes;
+  s.dropped_blocks = u.kv.dropped_blocks;
+  s.dropped_bytes = u.kv.dropped_bytes;
   s.moved_bytes = u.kv.window_to_host_bytes + u.kv.window_to_disk_bytes + u.kv.cold_to_window_bytes;
   if (u.gpu) {
     s.vram_weights = u.vram_weights;

@@ -28,6 +28,8 @@ struct TelemetrySample {
   // The tiered KV cache: blocks and bytes per tier (window = GPU on a GPU session, RAM else).
   int64_t window_blocks = 0, host_blocks = 0, disk_blocks = 0;
   int64_t window_bytes = 0, host_bytes = 0, disk_bytes = 0;
+  // Sliding-window layers' blocks beyond their window, dropped (not spilled) and their bytes.
+  int64_t dropped_blocks = 0, dropped_bytes = 0;
   // Bytes moved between tiers since the session began (window->host, window->disk,
   // cold->window together), and per token computed between this sample and the one before.
   int64_t moved_bytes = 0;

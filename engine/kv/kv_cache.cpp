@@ -152,6 +152,7 @@ struct KvCache::Impl {
     set(telemetry.host_bytes, n_host * block_bytes);
     set(telemetry.disk_bytes, n_disk * block_bytes);
     set(telemetry.dropped_blocks, n_dropped);
+    set(telemetry.dropped_bytes, n_dropped * block_bytes);
   }
 
   // Applies the copies the copy thread has finished: a landed block is read from its cold slot
@@ -527,6 +528,7 @@ KvStats KvCache::stats() const {
   s.cold_to_window_bytes = get(t.cold_to_window_bytes);
   s.spills_pending = get(t.spills_pending);
   s.dropped_blocks = get(t.dropped_blocks);
+  s.dropped_bytes = get(t.dropped_bytes);
   return s;
 }
 

@@ -79,6 +79,7 @@ struct KvTelemetry {
   std::atomic<int64_t> cold_to_window_bytes{0};  // must stay 0: cold blocks never come back
   std::atomic<int64_t> spills_pending{0};        // blocks queued on the copy thread
   std::atomic<int64_t> dropped_blocks{0};        // sliding layers: blocks out of the span
+  std::atomic<int64_t> dropped_bytes{0};         // and their bytes, freed
 };
 
 /// A plain copy of KvTelemetry for printing / JSON.
@@ -88,6 +89,7 @@ struct KvStats {
   int64_t window_to_host_bytes = 0, window_to_disk_bytes = 0, cold_to_window_bytes = 0;
   int64_t spills_pending = 0;
   int64_t dropped_blocks = 0;  // sliding layers: blocks dropped (out of every query's span)
+  int64_t dropped_bytes = 0;   // their bytes (freed: what a global layer would have spilled)
 };
 
 /// Where the data of one logical block lies (for one layer). k and v point at

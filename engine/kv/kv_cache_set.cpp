@@ -104,6 +104,7 @@ KvStats KvCacheSet::stats() const {
     sum.cold_to_window_bytes += s.cold_to_window_bytes;
     sum.spills_pending += s.spills_pending;
     sum.dropped_blocks += s.dropped_blocks;
+    sum.dropped_bytes += s.dropped_bytes;
   }
   return sum;
 }
