@@ -18,8 +18,9 @@
 //
 // Sliding-window layers (a TierConfig with span_tokens > 0: gemma3's local layers, a phi3 or
 // mistral file's sliding window) never attend a position more than span - 1 before the query,
-// so a cache of only such layers has no cold tiers: a block wholly before the span of the next
-// query (positions < n_tokens - span + 1) is dropped, exactly, and its bytes are free. Its
+// so a cache of only such layers has no cold tiers: a block wholly before the span of the last
+// stored position (positions < n_tokens - span; that position's logits are recomputed after a
+// snapshot is restored) is dropped, exactly, and its bytes are free. Its
 // window holds the recent ceil((span - 1) / block) + 1 blocks; sinks and budgets do not apply,
 // and its capacity is the context. A model with both kinds keeps one cache per kind
 // (kv_cache_set.h), so the budgets count only the global layers' KV.
@@ -159,10 +160,11 @@ struct WindowRule {
   int64_t recent_blocks = 0;  // ceil(window_tokens / block_size)
   int64_t span = 0;           // TierConfig::span_tokens (0: global)
   int64_t total() const { return sink_blocks + recent_blocks; }
-  /// Sliding layers: the first block a query at position p (or any later one) may attend,
-  /// max(0, p - span + 1) / block_size; blocks before it are dropped. 0 for global layers.
+  /// Sliding layers, p positions stored: the first block a query at p - 1 (the last stored
+  /// position, recomputed after a restore) or later may attend, max(0, p - span) / block_size;
+  /// blocks before it are dropped. 0 for global layers.
   int64_t first_live(int64_t p) const {
-    return span > 0 ? std::max<int64_t>(0, p - span + 1) / block_size : 0;
+    return span > 0 ? std::max<int64_t>(0, p - span) / block_size : 0;
   }
   /// The split for a query at position p (>= 0).
   QueryBlocks query(int64_t p) const;

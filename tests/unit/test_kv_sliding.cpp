@@ -105,7 +105,7 @@ TEST(KvSliding, TheSpanIsHeldAndEverythingBeforeItDropped) {
     });
     cache.commit(n);
     const int64_t end = cache.n_tokens();
-    const int64_t first = std::max<int64_t>(0, end - 39) / 16;
+    const int64_t first = std::max<int64_t>(0, end - 40) / 16;
     const KvStats s = cache.stats();
     EXPECT_EQ(s.dropped_blocks, first) << "at " << end;
     EXPECT_EQ(cache.first_held_block(), first);
@@ -133,7 +133,7 @@ TEST(KvSliding, ADroppedBlockIsRefusedAndRestoreRebuildsFromTheHeldOnes) {
     (*a)->store(il, p, k, v);
   });
   (*a)->commit(333);
-  const int64_t first = (333 - 19) / 16;
+  const int64_t first = (333 - 20) / 16;
   ASSERT_EQ((*a)->first_held_block(), first);
   std::vector<uint8_t> buf(static_cast<size_t>((*a)->block_bytes()));
   const Status refused = (*a)->read_block(first - 1, buf);
@@ -222,7 +222,7 @@ TEST(KvCacheSet, LayersGoToTheCacheOfTheirSpan) {
   }
   const KvStats s = set.stats();
   EXPECT_EQ(s.host_blocks, 3);                 // the global group's cold blocks
-  EXPECT_EQ(s.dropped_blocks, (n - 47) / 16);  // the sliding group's
+  EXPECT_EQ(s.dropped_blocks, (n - 48) / 16);  // the sliding group's
   EXPECT_FALSE(set.reserve(1).ok());           // the global group is full
 }
 
