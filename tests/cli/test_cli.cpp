@@ -296,7 +296,7 @@ TEST(CliHostile, BadFilesFailCleanly) {
       {"v1.gguf", hostile_version(1), "version 1"},
       {"v99.gguf", hostile_version(99), "99"},
       {"type77.gguf", hostile_unknown_tensor_type(77), "77"},
-      {"q2k.gguf", hostile_refused_type_q2k(), "Q2_K"},
+      {"iq2_xxs.gguf", hostile_refused_type_iq2_xxs(), "IQ2_XXS"},
       {"arch.gguf", hostile_unknown_arch(), "mamba9"},
       {"misaligned.gguf", hostile_misaligned_offset(), "alignment"},
       {"align0.gguf", hostile_alignment(0), "power of two"},

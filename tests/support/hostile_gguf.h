@@ -86,9 +86,10 @@ std::vector<uint8_t> hostile_bad_magic();
 std::vector<uint8_t> hostile_version(uint32_t version);
 /// blk.0.attn_q.weight's type number set to `type` (77: not a ggml type at all).
 std::vector<uint8_t> hostile_unknown_tensor_type(uint32_t type = 77);
-/// A structurally valid model whose blk.0.attn_q.weight is Q2_K (type 10): the reader accepts
-/// it, Model::load refuses it by name. Uses n_embd 256 so the row fits Q2_K's 256-blocks.
-std::vector<uint8_t> hostile_refused_type_q2k();
+/// A structurally valid model whose blk.0.attn_q.weight is IQ2_XXS (type 16), a type the engine
+/// knows but does not compute with: the reader accepts it, Model::load refuses it by name. Uses
+/// n_embd 256 so the row fits IQ2_XXS's 256-blocks.
+std::vector<uint8_t> hostile_refused_type_iq2_xxs();
 /// general.architecture = "mamba9" with <mamba9.*> keys: readable, refused by Model::load.
 std::vector<uint8_t> hostile_unknown_arch();
 /// The offset of the base model's second tensor plus 1 (not a multiple of the alignment).

@@ -72,6 +72,14 @@ uint32_t file_type_of(GgmlType t) {  // llama_ftype numbering (general.file_type
       return 17;  // Q5_K_M
     case GgmlType::Q6_K:
       return 18;
+    case GgmlType::Q2_K:
+      return 10;
+    case GgmlType::Q3_K:
+      return 11;  // Q3_K_S: all Q3_K but output.weight
+    case GgmlType::IQ4_NL:
+      return 25;
+    case GgmlType::IQ4_XS:
+      return 30;
     case GgmlType::BF16:
       return 32;
     default:
@@ -230,12 +238,9 @@ std::vector<std::string> test_model_vocab(int64_t n_vocab) {
 }
 
 std::optional<GgmlType> parse_test_model_type(const std::string& name) {
-  static constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
-                                        GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                                        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
-                                        GgmlType::Q5_K, GgmlType::Q6_K};
-  for (GgmlType t : kTypes) {
-    if (type_name(static_cast<uint32_t>(t)) == name) return t;
+  for (uint32_t number = 0; number < 64; ++number) {
+    const auto t = static_cast<GgmlType>(number);
+    if (is_supported_type(t) && type_name(number) == name) return t;
   }
   return std::nullopt;
 }
@@ -459,7 +464,11 @@ BlockScales block_scales(GgmlType t) {
       return {0, 2, 15.5f};
     case GgmlType::Q6_K:
       return {offsetof(BlockQ6_K, d), -1, 0};
-    default:  // Q4_0, Q5_0, Q8_0: d first, no min
+    case GgmlType::Q2_K:  // codes 0..3 times scales 0..15 average 11.25, mins 0..15 7.5
+      return {offsetof(BlockQ2_K, d), static_cast<int>(offsetof(BlockQ2_K, dmin)), 1.5f};
+    case GgmlType::Q3_K:  // signed scales and codes: about zero on their own
+      return {offsetof(BlockQ3_K, d), -1, 0};
+    default:  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first, no min
       return {0, -1, 0};
   }
 }

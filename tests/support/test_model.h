@@ -5,8 +5,9 @@
 // byte for byte. Shapes are small enough that a whole model loads in milliseconds.
 //
 // Block-size rule: every row length (n_embd, n_head * head_dim, n_ff) must be a multiple of
-// the block size of the type that stores it: 32 for Q4_0..Q8_0, 256 for the K-quants (use
-// n_embd = 256, n_ff = 512, n_head * head_dim = 256 with Q4_K/Q5_K/Q6_K). A spec that breaks the
+// the block size of the type that stores it: 32 for Q4_0..Q8_0 and IQ4_NL, 256 for the K-quants
+// and IQ4_XS (use n_embd = 256, n_ff = 512, n_head * head_dim = 256 with Q2_K..Q6_K, IQ4_XS or a
+// mix). A spec that breaks the
 // rule is refused by check_test_model_spec() with a message naming the tensor and the sizes;
 // nothing is rounded silently.
 #pragma once
@@ -125,7 +126,8 @@ Status write_fast_random_model(const TestModelSpec& spec, const std::string& pat
 /// generated letter strings. Precondition: n_vocab >= 260.
 std::vector<std::string> test_model_vocab(int64_t n_vocab);
 
-/// Parses "F32", "Q4_K", ... (the eleven supported types); std::nullopt otherwise.
+/// Parses "F32", "Q4_K", "IQ4_XS", ... (the supported types, as type_name spells them);
+/// std::nullopt otherwise.
 std::optional<GgmlType> parse_test_model_type(const std::string& name);
 
 /// A fresh directory under the system temp folder (mkdtemp), removed with its contents when

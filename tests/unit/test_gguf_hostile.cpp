@@ -85,8 +85,11 @@ TEST_F(GgufHostileTest, UnknownTensorTypeNamesNumberAndTensor) {
 }
 
 TEST_F(GgufHostileTest, RefusedTypeIsNamedByTheLoader) {
-  expect_load_fails("q2k", hostile_refused_type_q2k(),
-                    {"Q2_K", "blk.0.attn_q.weight", "not support"});
+  // The message lists what is supported, from the type table (the four low-bit types included).
+  expect_load_fails("iq2_xxs", hostile_refused_type_iq2_xxs(),
+                    {"IQ2_XXS", "blk.0.attn_q.weight", "not support",
+                     "(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
+                     "Q6_K, IQ4_NL, IQ4_XS, BF16)"});
 }
 
 TEST_F(GgufHostileTest, UnknownArchitectureListsTheSupportedOnes) {

@@ -21,11 +21,12 @@ namespace spw {
 namespace {
 
 constexpr GgmlType kSupportedTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,   GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
-bool is_k_quant(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+bool is_k_quant(GgmlType t) {  // 256-element super-blocks: the K-quants and IQ4_XS
+  return type_traits(static_cast<uint32_t>(t))->block_size == 256;
 }
 
 // A small spec for (arch, type). K-quants need every row length to be a multiple of 256, so
@@ -424,9 +425,9 @@ TEST(ModelLoadTestModel, SpecChecksNameTheRule) {
   TestModelSpec o;
   o.head_dim = 15;
   expect_bad(o, {"head_dim 15"});
-  TestModelSpec r;
-  r.weight_type = GgmlType::Q2_K;
-  expect_bad(r, {"Q2_K"});
+  TestModelSpec r = spec_for("llama", GgmlType::Q4_K);
+  r.weight_type = GgmlType::IQ2_XXS;  // rows fit its 256-blocks; the type itself is refused
+  expect_bad(r, {"IQ2_XXS", "not one of the supported types"});
   TestModelSpec ver;
   ver.gguf_version = 1;
   expect_bad(ver, {"version 1"});
@@ -439,7 +440,11 @@ TEST(ModelLoadTestModel, SpecChecksNameTheRule) {
 TEST(ModelLoadTestModel, ParseType) {
   EXPECT_EQ(parse_test_model_type("Q4_K"), GgmlType::Q4_K);
   EXPECT_EQ(parse_test_model_type("BF16"), GgmlType::BF16);
-  EXPECT_EQ(parse_test_model_type("Q2_K"), std::nullopt);
+  EXPECT_EQ(parse_test_model_type("Q2_K"), GgmlType::Q2_K);
+  EXPECT_EQ(parse_test_model_type("Q3_K"), GgmlType::Q3_K);
+  EXPECT_EQ(parse_test_model_type("IQ4_NL"), GgmlType::IQ4_NL);
+  EXPECT_EQ(parse_test_model_type("IQ4_XS"), GgmlType::IQ4_XS);
+  EXPECT_EQ(parse_test_model_type("IQ2_XXS"), std::nullopt);  // known, not supported
   EXPECT_EQ(parse_test_model_type("q4_k"), std::nullopt);
 }
 
