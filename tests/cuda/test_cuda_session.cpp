@@ -179,7 +179,7 @@ std::vector<TypeCase> type_cases() {
         GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
         GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     v.push_back({type_name(static_cast<uint32_t>(t)), t, ""});
-  v.push_back({"q4_k_m", GgmlType::Q4_K, "q4_k_m"});
+  for (const char* mix : {"q4_k_m", "q3_k_m", "iq4_xs"}) v.push_back({mix, GgmlType::Q4_K, mix});
   return v;
 }
 

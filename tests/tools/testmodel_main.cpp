@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/gguf/gguf_writer.h"
+#include "tests/support/quant_mix.h"
 #include "tests/support/test_model.h"
 
 namespace {
@@ -71,9 +72,11 @@ int main(int argc, char** argv) {
   }
   app.add_option("--type", type, "Type of the weight matrices")->check(CLI::IsMember(type_names));
   app.add_option("--mix", spec.mix,
-                 "Quantization mix overriding --type: q4_k_m (Q4_K, with Q6_K for output.weight, "
-                 "attn_v and half of ffn_down, as llama.cpp's Q4_K_M)")
-      ->check(CLI::IsMember({"q4_k_m"}));
+                 "Quantization mix overriding --type, the types llama.cpp gives each tensor of "
+                 "such a file: q4_k_m (Q4_K, with Q6_K for output.weight, attn_v and half of "
+                 "ffn_down), q3_k_m (Q3_K, with Q6_K for output.weight and Q4_K/Q5_K for "
+                 "attn_v, attn_output and ffn_down), q2_k, q3_k_s, q3_k_l, iq4_nl, iq4_xs")
+      ->check(CLI::IsMember(spw::quant_mix_names()));
   app.add_option("--n-vocab", n_vocab, "Vocabulary size (at least 260)");
   app.add_option("--n-embd", n_embd, "Embedding length");
   app.add_option("--n-layer", n_layer, "Number of blocks");

@@ -112,6 +112,15 @@ TEST(FastRandomModel, Q4KMMixLoadsAndRuns) {
   check_model(s, "q4_k_m");
 }
 
+TEST(FastRandomModel, LowBitMixesLoadAndRun) {
+  for (const char* mix : {"q2_k", "q3_k_m", "iq4_xs"}) {
+    TestModelSpec s = small_spec(GgmlType::F32);
+    s.mix = mix;
+    s.n_layer = 8;
+    check_model(s, mix);
+  }
+}
+
 TEST(FastRandomModel, QwenVariantsLoadAndRun) {
   for (const char* arch : {"qwen2", "qwen3"}) {
     TestModelSpec s = small_spec(GgmlType::Q8_0);
