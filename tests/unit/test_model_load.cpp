@@ -246,7 +246,7 @@ TEST_F(ModelLoadTest, MixedTypesLikeQ4_K_M) {
 }
 
 // The mixes give each tensor the type llama.cpp's llama_tensor_get_type gives it (dense llama,
-// no imatrix), and general.file_type its llama_ftype.
+// no imatrix; q4_k_m's attn_v excepted), and general.file_type its llama_ftype.
 TEST_F(ModelLoadTest, MixesGiveEachTensorLlamaCppsType) {
   TestModelSpec s = spec_for("llama", GgmlType::Q4_K);
   s.n_layer = 16;
@@ -266,6 +266,8 @@ TEST_F(ModelLoadTest, MixesGiveEachTensorLlamaCppsType) {
        G::Q3_K},
       {"q3_k_l", 13, G::Q3_K, G::Q6_K, G::Q3_K, G::Q5_K, G::Q5_K, G::Q5_K, G::Q5_K, G::Q5_K,
        G::Q3_K},
+      // attn_v: Q6_K in every layer, the test models' historical rule (quant_mix.h); llama.cpp
+      // gives it Q6_K in use_more_bits() layers only.
       {"q4_k_m", 15, G::Q4_K, G::Q6_K, G::Q4_K, G::Q4_K, G::Q6_K, G::Q6_K, G::Q6_K, G::Q6_K,
        G::Q4_K},
       // ffn_down: the first n_layer / 8 = 2 layers Q5_K.
