@@ -1,6 +1,7 @@
 // The GGUF tensor formats: the ggml_type numbers and the block layouts exactly as a GGUF file
 // stores them. Sources: the GGUF specification (ggml/docs/gguf.md) for the type numbers, ggml's
-// block_q4_0 ... block_q6_K (ggml-common.h) for the layouts.
+// block_q4_0 ... block_q6_K, block_q2_K, block_q3_K, block_iq4_nl, block_iq4_xs and
+// kvalues_iq4nl (ggml-common.h) for the layouts.
 //
 // The one header both engine/ (the loader, the CPU paths) and kernels/ (the CUDA kernels that
 // decode the same bytes) include, so the kernels need nothing of the engine: a leaf, depending
@@ -58,6 +59,14 @@ inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK_K = 256;       // elements per K-quant super-block
 inline constexpr int kKScaleSize = 12;  // packed 6-bit scales/mins of Q4_K and Q5_K
 
+inline constexpr int kQK4_NL = 32;        // elements per IQ4_NL block
+inline constexpr int kQ3KScaleSize = 12;  // packed 6-bit scales of Q3_K
+
+/// The 16 values an IQ4_NL / IQ4_XS 4-bit code stands for (ggml-common.h's kvalues_iq4nl): a
+/// non-linear grid, denser near zero, times the block scale.
+inline constexpr int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
 // Block layouts (packed, little-endian, exactly as in the file). `d`, `m`, `dmin` are
 // binary16 bit patterns.
 #pragma pack(push, 1)
@@ -84,7 +93,19 @@ struct BlockQ5_1 {
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK8_0];
-};                              // 34 B
+};                             // 34 B
+struct BlockQ2_K {             // 84 B
+  uint8_t scales[kQK_K / 16];  // per 16-element sub-block: 4-bit scale (low), 4-bit min (high)
+  uint8_t qs[kQK_K / 4];       // 2-bit quants
+  uint16_t d;                  // super-block scale for the scales
+  uint16_t dmin;               // super-block scale for the mins
+};
+struct BlockQ3_K {                // 110 B
+  uint8_t hmask[kQK_K / 8];       // high (3rd) bit of each quant
+  uint8_t qs[kQK_K / 4];          // low 2 bits
+  uint8_t scales[kQ3KScaleSize];  // 16 signed 6-bit sub-block scales, stored + 32
+  uint16_t d;                     // super-block scale
+};
 struct BlockQ4_K {              // 144 B
   uint16_t d;                   // super-block scale for the 6-bit scales
   uint16_t dmin;                // super-block scale for the 6-bit mins
@@ -104,9 +125,21 @@ struct BlockQ6_K {            // 210 B
   int8_t scales[kQK_K / 16];  // 8-bit sub-block scales
   uint16_t d;                 // super-block scale
 };
+struct BlockIQ4_NL {  // 18 B
+  uint16_t d;
+  uint8_t qs[kQK4_NL / 2];  // 4-bit indices into kValuesIQ4NL, laid out as Q4_0's
+};
+struct BlockIQ4_XS {             // 136 B
+  uint16_t d;                    // super-block scale
+  uint16_t scales_h;             // top 2 bits of the eight 6-bit sub-block scales
+  uint8_t scales_l[kQK_K / 64];  // low 4 bits of the scales, two per byte
+  uint8_t qs[kQK_K / 2];         // 4-bit indices into kValuesIQ4NL
+};
 #pragma pack(pop)
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockIQ4_NL) == 18 &&
+              sizeof(BlockIQ4_XS) == 136);
 
 }  // namespace spw

@@ -28,11 +28,11 @@ namespace spw::kernels {
 
 // ---- matvec.cu --------------------------------------------------------------------------
 /// Y[t][r] = sum_i W[r][i] * X[t][i] for t < n_tok, r < n_out, with W in any supported weight
-/// type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (others:
-/// cudaErrorInvalidValue). Decode (n_tok == 1) is the case it is built for; it stays correct
-/// for any n_tok >= 1 (the backend uses cuBLAS above a handful of tokens). X [n_tok][n_in]
-/// f32, Y [n_tok][n_out] f32. Accumulates in f32; the blocks are decoded by the SPW_HD
-/// functions of kernels/quant_math.h.
+/// type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+/// IQ4_XS (others: cudaErrorInvalidValue). Decode (n_tok == 1) is the case it is built for; it
+/// stays correct for any n_tok >= 1 (the backend uses cuBLAS above a handful of tokens). X
+/// [n_tok][n_in] f32, Y [n_tok][n_out] f32. Accumulates in f32; the blocks are decoded by the
+/// SPW_HD functions of kernels/quant_math.h.
 cudaError_t launch_matvec(GgmlType type, const void* w, int64_t row_bytes, int64_t n_in,
                           int64_t n_out, const float* x, int64_t n_tok, float* y,
                           cudaStream_t stream);

@@ -7,7 +7,7 @@
 // - A tile is a whole number of blocks, a multiple of 16 bytes and of 32 8-element groups
 //   (tile_blocks()). The warp copies it into its own shared-memory slice with the widest loads
 //   the row's alignment allows (16 bytes when the weight pointer, row_bytes and the row's
-//   length are multiples of 16; rows of 18/20/22/34/210-byte blocks often are not, and then 4-
+//   length are multiples of 16; rows of 18/20/22/34/110/210-byte blocks often are not, and then 4-
 //   or 2-byte loads fill the same slice), while the next tile's loads are already in flight
 //   in registers. Each weight byte is read from DRAM once per call (n_tok <= kTokChunk), with
 //   the streaming cache hint so the weights do not push the activations out of L1/L2.
@@ -60,6 +60,14 @@ constexpr int tile_blocks() {
       return 6;  // 1056 B, 192 groups
     case GgmlType::Q6_K:
       return 8;  // 1680 B, 256 groups
+    case GgmlType::Q2_K:
+      return 12;  // 1008 B, 384 groups
+    case GgmlType::Q3_K:
+      return 8;  // 880 B, 256 groups (110-byte blocks: 8 is the smallest multiple of 16 bytes)
+    case GgmlType::IQ4_NL:
+      return 56;  // 1008 B, 224 groups
+    case GgmlType::IQ4_XS:
+      return 8;  // 1088 B, 256 groups
     default:
       return 0;
   }

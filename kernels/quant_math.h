@@ -3,14 +3,15 @@
 // the reference dequantize_row() (tests/unit/test_kernel_quant_math.cpp). Plain C++ as well
 // as device code: no CUDA header is needed.
 //
-// Block formats: ggml's block_q4_0 ... block_q6_K (ggml-common.h), mirrored by the packed
-// structs of formats/ggml_format.h; the decoding rules are those of ggml's dequantize_row_* as
-// the engine's reference (engine/gguf/ggml_types.cpp) writes them.
+// Block formats: ggml's block_q4_0 ... block_q6_K, block_q2_K, block_q3_K, block_iq4_nl and
+// block_iq4_xs (ggml-common.h), mirrored by the packed structs of formats/ggml_format.h; the
+// decoding rules are those of ggml's dequantize_row_* as the engine's reference
+// (engine/gguf/ggml_types.cpp, ggml_low_bit.cpp) writes them.
 //
 // Exactness. Every decoded float equals dequantize_row()'s bit for bit:
 // - the integer codes become floats exactly (small integers; see small_uint_to_float),
 // - the scale arithmetic is the reference's, operation for operation and in its order
-//   (q * d, q * d + m, d1 * q - m1, (d * sc) * q),
+//   (q * d, q * d + m, d1 * q - m1, (d * sc) * q, d * kValuesIQ4NL[q]),
 // - on the device every product and sum is an explicitly rounded __fmul_rn / __fadd_rn, so
 //   nvcc never contracts `q * d + m` into one FMA. (For these formats the product before an
 //   add is exact anyway: an 11-bit half times a code of at most 6 + 5 bits fits a float's 24,
@@ -185,7 +186,7 @@ SPW_HD uint32_t byte_of(uint32_t w, int k) { return (w >> (8 * k)) & 0xFFu; }
 
 // ---- block traits ----------------------------------------------------------------------
 //
-// BlockTraits<T> for the eleven supported types:
+// BlockTraits<T> for the fifteen supported types:
 //   kType                    — T.
 //   kBlockElems, kBlockBytes — as ggml (1 element for F32/F16/BF16).
 //   kFloat                   — true for F32/F16/BF16: decode(p) reads one element at p.
@@ -462,6 +463,132 @@ struct BlockTraits<GgmlType::Q6_K> {
   }
 };
 
+/// Q2_K: scales[16] (4-bit scale low, 4-bit min high per 16-element sub-block), qs[64], d,
+/// dmin (f16); y = (d * sc) * q - dmin * m, q 2 bits. Per 128-element half n, byte 32n + l
+/// holds element 32j + l of the half at bits 2j (j < 4); element e of the block belongs to
+/// sub-block e / 16. Group g = 16n + 8p + i: bytes qs[32n + 4i ..+4) at bits 2(2p) and
+/// 2(2p + 1): elements 128n + 64p + 4i.. and 128n + 64p + 32 + 4i...
+template <>
+struct BlockTraits<GgmlType::Q2_K> {
+  static constexpr GgmlType kType = GgmlType::Q2_K;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr int kBlockBytes = sizeof(BlockQ2_K);
+  static constexpr bool kFloat = false;
+  static constexpr int kGroups = kBlockElems / 8;
+  SPW_HD static int run_start(int g, int run) {
+    return 128 * (g >> 4) + 64 * ((g >> 3) & 1) + 32 * run + 4 * (g & 7);
+  }
+  SPW_HD static void decode_group(const uint8_t* blk, int g, float out[8]) {
+    const int n = g >> 4, p = (g >> 3) & 1, i = g & 7;
+    const float d = half_to_float(static_cast<uint16_t>(load_u16(blk + 80)));
+    const float dmin = half_to_float(static_cast<uint16_t>(load_u16(blk + 82)));
+    const uint32_t qs = load_u32<true>(blk + 16 + 32 * n + 4 * i);
+    for (int run = 0; run < 2; ++run) {
+      const int j = 2 * p + run;                          // shift 2j
+      const uint32_t sc = blk[8 * n + 2 * j + (i >> 2)];  // scale and min byte
+      const float dl = mul_rn(d, small_uint_to_float<0>(sc & 0xFu));
+      const float ml = mul_rn(dmin, small_uint_to_float<0>(sc >> 4));
+      const uint32_t q = (qs >> (2 * j)) & 0x03030303u;
+      for (int k = 0; k < 4; ++k) {
+        out[4 * run + k] = sub_rn(mul_rn(dl, small_uint_to_float<0>(byte_of(q, k))), ml);
+      }
+    }
+  }
+};
+
+/// Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales, d (f16); y = (d * (sc - 32)) * (q - 4),
+/// q = low 2 bits (laid out as Q2_K's) | bit 4n + j of hmask[l] << 2 for element 32j + l of
+/// half n. Scale of sub-block s: low 4 bits in byte s (s < 8, low nibble) or s - 8 (high
+/// nibble), top 2 bits at bit 2(s / 4) of byte 8 + s % 4. Groups as Q2_K's.
+template <>
+struct BlockTraits<GgmlType::Q3_K> {
+  static constexpr GgmlType kType = GgmlType::Q3_K;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr int kBlockBytes = sizeof(BlockQ3_K);
+  static constexpr bool kFloat = false;
+  static constexpr int kGroups = kBlockElems / 8;
+  SPW_HD static int run_start(int g, int run) {
+    return BlockTraits<GgmlType::Q2_K>::run_start(g, run);
+  }
+  SPW_HD static void decode_group(const uint8_t* blk, int g, float out[8]) {
+    const int n = g >> 4, p = (g >> 3) & 1, i = g & 7;
+    const float d = half_to_float(static_cast<uint16_t>(load_u16(blk + 108)));
+    // 110-byte blocks: every other block starts 2 bytes past a 4-byte boundary.
+    const uint32_t hm = load_u32<false>(blk + 4 * i);
+    const uint32_t qs = load_u32<false>(blk + 32 + 32 * n + 4 * i);
+    for (int run = 0; run < 2; ++run) {
+      const int j = 2 * p + run;
+      const int s = 8 * n + 2 * j + (i >> 2);
+      const uint32_t low4 = s < 8 ? (blk[96 + s] & 0xFu) : (blk[96 + s - 8] >> 4);
+      const uint32_t top2 = (blk[96 + 8 + (s & 3)] >> (2 * (s >> 2))) & 3u;
+      const float dl = mul_rn(d, small_uint_to_float<32>(low4 | (top2 << 4)));
+      const uint32_t q =
+          ((qs >> (2 * j)) & 0x03030303u) | (((hm >> (4 * n + j)) & 0x01010101u) << 2);
+      for (int k = 0; k < 4; ++k) {
+        out[4 * run + k] = mul_rn(dl, small_uint_to_float<4>(byte_of(q, k)));
+      }
+    }
+  }
+};
+
+/// kValuesIQ4NL[code] + 128 (1..241), four per little-endian word, selected without a memory
+/// table so device code needs no __constant__ array; the value is then exact as
+/// small_uint_to_float<128>.
+SPW_HD uint32_t iq4nl_biased(uint32_t code) {
+  constexpr uint32_t kW0 = 0x3F2D1801u;  // -127, -104, -83, -65  (+128: 1, 24, 45, 63)
+  constexpr uint32_t kW1 = 0x766A5D4Fu;  //  -49,  -35, -22, -10  (79, 93, 106, 118)
+  constexpr uint32_t kW2 = 0xA6998D81u;  //    1,   13,  25,  38  (129, 141, 153, 166)
+  constexpr uint32_t kW3 = 0xF1D9C5B5u;  //   53,   69,  89, 113  (181, 197, 217, 241)
+  const uint32_t w = (code & 8u) ? ((code & 4u) ? kW3 : kW2) : ((code & 4u) ? kW1 : kW0);
+  return byte_of(w, static_cast<int>(code & 3u));
+}
+
+/// IQ4_NL: d (f16), qs[16] laid out as Q4_0's; y = d * kValuesIQ4NL[nibble]. Groups as Q4_0's.
+template <>
+struct BlockTraits<GgmlType::IQ4_NL> {
+  static constexpr GgmlType kType = GgmlType::IQ4_NL;
+  static constexpr int kBlockElems = kQK4_NL;
+  static constexpr int kBlockBytes = sizeof(BlockIQ4_NL);
+  static constexpr bool kFloat = false;
+  static constexpr int kGroups = kBlockElems / 8;
+  SPW_HD static int run_start(int g, int run) { return 4 * g + 16 * run; }
+  SPW_HD static void decode_group(const uint8_t* blk, int g, float out[8]) {
+    const float d = half_to_float(static_cast<uint16_t>(load_u16(blk)));
+    const uint32_t qs = load_u32<false>(blk + 2 + 4 * g);
+    for (int k = 0; k < 4; ++k) {
+      out[k] = mul_rn(d, small_uint_to_float<128>(iq4nl_biased((qs >> (8 * k)) & 0xFu)));
+      out[4 + k] = mul_rn(d, small_uint_to_float<128>(iq4nl_biased((qs >> (8 * k + 4)) & 0xFu)));
+    }
+  }
+};
+
+/// IQ4_XS: d (f16), scales_h (16 bits), scales_l[4], qs[128]; eight 32-element sub-blocks laid
+/// out as IQ4_NL blocks, sub-block b with the 6-bit scale ls = (nibble b % 2 of scales_l[b / 2])
+/// | (bits 2b, 2b + 1 of scales_h) << 4: y = (d * (ls - 32)) * kValuesIQ4NL[nibble].
+/// Group g = 4b + i: bytes qs[16b + 4i ..+4): elements 32b + 4i.. and 32b + 16 + 4i...
+template <>
+struct BlockTraits<GgmlType::IQ4_XS> {
+  static constexpr GgmlType kType = GgmlType::IQ4_XS;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr int kBlockBytes = sizeof(BlockIQ4_XS);
+  static constexpr bool kFloat = false;
+  static constexpr int kGroups = kBlockElems / 8;
+  SPW_HD static int run_start(int g, int run) { return 32 * (g >> 2) + 16 * run + 4 * (g & 3); }
+  SPW_HD static void decode_group(const uint8_t* blk, int g, float out[8]) {
+    const int b = g >> 2, i = g & 3;
+    const float d = half_to_float(static_cast<uint16_t>(load_u16(blk)));
+    const uint32_t scales_h = load_u16(blk + 2);
+    const uint32_t ls =
+        ((blk[4 + (b >> 1)] >> (4 * (b & 1))) & 0xFu) | (((scales_h >> (2 * b)) & 3u) << 4);
+    const float dl = mul_rn(d, small_uint_to_float<32>(ls));
+    const uint32_t qs = load_u32<true>(blk + 8 + 16 * b + 4 * i);
+    for (int k = 0; k < 4; ++k) {
+      out[k] = mul_rn(dl, small_uint_to_float<128>(iq4nl_biased((qs >> (8 * k)) & 0xFu)));
+      out[4 + k] = mul_rn(dl, small_uint_to_float<128>(iq4nl_biased((qs >> (8 * k + 4)) & 0xFu)));
+    }
+  }
+};
+
 /// Group g (0 <= g < n_in / 8) of a row of block type TR starting at `row`: its 8 decoded
 /// floats and the row indices e0, e1 of out[0..4) and out[4..8).
 template <typename TR>
@@ -474,7 +601,7 @@ SPW_HD void decode_row_group(const uint8_t* row, int64_t g, float out[8], int64_
   e1 = b * TR::kBlockElems + TR::run_start(gi, 1);
 }
 
-/// Calls f(BlockTraits<type>{}) for the eleven supported types; returns false (f not called)
+/// Calls f(BlockTraits<type>{}) for the fifteen supported types; returns false (f not called)
 /// for any other type. Host only (the launchers and the tests pick the kernel with it).
 template <typename F>
 inline bool dispatch_type(GgmlType type, F&& f) {
@@ -511,6 +638,18 @@ inline bool dispatch_type(GgmlType type, F&& f) {
       return true;
     case GgmlType::Q6_K:
       f(BlockTraits<GgmlType::Q6_K>{});
+      return true;
+    case GgmlType::Q2_K:
+      f(BlockTraits<GgmlType::Q2_K>{});
+      return true;
+    case GgmlType::Q3_K:
+      f(BlockTraits<GgmlType::Q3_K>{});
+      return true;
+    case GgmlType::IQ4_NL:
+      f(BlockTraits<GgmlType::IQ4_NL>{});
+      return true;
+    case GgmlType::IQ4_XS:
+      f(BlockTraits<GgmlType::IQ4_XS>{});
       return true;
     default:
       return false;

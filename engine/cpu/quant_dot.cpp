@@ -69,9 +69,12 @@ VecDotType vec_dot_type(GgmlType wtype) {
     case GgmlType::F16:
     case GgmlType::BF16:
       return VecDotType::F32;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
       return VecDotType::Q8K;
     default:
       return VecDotType::Q8A;

@@ -235,6 +235,102 @@ float dot_q6_k(const uint8_t* w, const uint8_t* x, int64_t n) {
   return acc;
 }
 
+// Q2_K: per super-block d dx sum_s sc_s sum(q x) - dmin dx sum_s m_s bsum_s, q in 0..3 and
+// 16-element sub-blocks s; element 16 s + l sits in byte 32 h + 16 (s % 2) + l at bits 2 j, with
+// h = s / 8 the 128-element half and j = (s % 8) / 2 the shift.
+float dot_q2_k(const uint8_t* w, const uint8_t* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const auto* b = block<BlockQ2_K>(w, i);
+    const auto* a = block<BlockQ8K>(x, i);
+    int sumi = 0, summ = 0;
+    for (int s = 0; s < 16; ++s) {
+      const uint8_t* qs = b->qs + 32 * (s / 8) + 16 * (s % 2);
+      const int shift = 2 * ((s % 8) / 2);
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) dot += ((qs[l] >> shift) & 3) * a->qs[16 * s + l];
+      sumi += (b->scales[s] & 0xF) * dot;
+      summ += (b->scales[s] >> 4) * a->bsums[s];
+    }
+    acc += fp16_to_fp32(b->d) * a->d * static_cast<float>(sumi) -
+           fp16_to_fp32(b->dmin) * a->d * static_cast<float>(summ);
+  }
+  return acc;
+}
+
+// The signed scale of Q3_K sub-block s (-32..31) from its 12 packed bytes.
+int q3_k_scale(const uint8_t* sc, int s) {
+  const int low = s < 8 ? (sc[s] & 0xF) : (sc[s - 8] >> 4);
+  const int top = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (top << 4)) - 32;
+}
+
+// Q3_K: per super-block d dx sum_s sc_s sum((q - 4) x), q = low 2 bits (laid out as Q2_K's) |
+// bit 4 h + j of hmask[16 (s % 2) + l] << 2.
+float dot_q3_k(const uint8_t* w, const uint8_t* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const auto* b = block<BlockQ3_K>(w, i);
+    const auto* a = block<BlockQ8K>(x, i);
+    int sumi = 0;
+    for (int s = 0; s < 16; ++s) {
+      const int h = s / 8, j = (s % 8) / 2;
+      const uint8_t* qs = b->qs + 32 * h + 16 * (s % 2);
+      const uint8_t* hm = b->hmask + 16 * (s % 2);
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) {
+        const int q = ((qs[l] >> (2 * j)) & 3) | (((hm[l] >> (4 * h + j)) & 1) << 2);
+        dot += (q - 4) * a->qs[16 * s + l];
+      }
+      sumi += q3_k_scale(b->scales, s) * dot;
+    }
+    acc += fp16_to_fp32(b->d) * a->d * static_cast<float>(sumi);
+  }
+  return acc;
+}
+
+// IQ4_NL: value kValuesIQ4NL[code] * d, codes laid out as Q4_0's; exact integer sum per block.
+float dot_iq4_nl(const uint8_t* w, const uint8_t* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const auto* b = block<BlockIQ4_NL>(w, i);
+    const auto* a = block<BlockQ8A>(x, i);
+    int s = 0;
+    for (int j = 0; j < 16; ++j) {
+      s += kValuesIQ4NL[b->qs[j] & 0x0F] * a->qs[j];
+      s += kValuesIQ4NL[b->qs[j] >> 4] * a->qs[j + 16];
+    }
+    acc += fp16_to_fp32(b->d) * a->d * static_cast<float>(s);
+  }
+  return acc;
+}
+
+// IQ4_XS: per super-block d dx sum_ib (ls_ib - 32) sum(kValuesIQ4NL[code] x) over eight
+// 32-element sub-blocks, each laid out as an IQ4_NL block.
+float dot_iq4_xs(const uint8_t* w, const uint8_t* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const auto* b = block<BlockIQ4_XS>(w, i);
+    const auto* a = block<BlockQ8K>(x, i);
+    const uint32_t scales_h = b->scales_h;
+    int sumi = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls =
+          ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+      const uint8_t* qs = b->qs + 16 * ib;
+      const int8_t* xq = a->qs + 32 * ib;
+      int s = 0;
+      for (int j = 0; j < 16; ++j) {
+        s += kValuesIQ4NL[qs[j] & 0x0F] * xq[j];
+        s += kValuesIQ4NL[qs[j] >> 4] * xq[j + 16];
+      }
+      sumi += (ls - 32) * s;
+    }
+    acc += fp16_to_fp32(b->d) * a->d * static_cast<float>(sumi);
+  }
+  return acc;
+}
+
 template <float (*Dot)(const uint8_t*, const uint8_t*, int64_t)>
 void tile11(const uint8_t* w, size_t, const uint8_t* x, size_t, int64_t n, float* y, size_t) {
   y[0] = Dot(w, x, n);
@@ -260,6 +356,10 @@ QuantKernels make_table() {
   put<dot_q45_k<false>>(q, GgmlType::Q4_K);
   put<dot_q45_k<true>>(q, GgmlType::Q5_K);
   put<dot_q6_k>(q, GgmlType::Q6_K);
+  put<dot_q2_k>(q, GgmlType::Q2_K);
+  put<dot_q3_k>(q, GgmlType::Q3_K);
+  put<dot_iq4_nl>(q, GgmlType::IQ4_NL);
+  put<dot_iq4_xs>(q, GgmlType::IQ4_XS);
   q.quantize_q8a = &quantize_q8a;
   q.quantize_q8k = &quantize_q8k;
   return q;

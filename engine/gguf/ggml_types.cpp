@@ -6,9 +6,8 @@
 // follow quantize_row_*_ref; the K-quants use a simpler scale search than ggml (no RMSE
 // refinement) but always write blocks that ggml decodes to the same values we do.
 //
-// Blocks may sit at any byte offset inside an mmapped file, so every block is copied into
-// a local struct with memcpy before its fields are read (and built locally, then copied
-// out, when quantizing).
+// Q2_K, Q3_K, IQ4_NL and IQ4_XS have their codecs in ggml_low_bit.cpp. Blocks may sit at any
+// byte offset inside an mmapped file: ggml_block_codec.h's load_block / store_block copy them.
 #include "engine/gguf/ggml_types.h"
 
 #include <algorithm>
@@ -20,9 +19,16 @@
 #include <fmt/format.h>
 
 #include "engine/common/fp16.h"
+#include "engine/gguf/ggml_block_codec.h"
 
 namespace spw {
 namespace {
+
+using gguf_detail::fp16_round_up;
+using gguf_detail::load_block;
+using gguf_detail::nearest_int;
+using gguf_detail::signed_absmax;
+using gguf_detail::store_block;
 
 // Indexed by ggml_type number; a zero block_size marks a number ggml does not use
 // (4 and 5 were Q4_2/Q4_3, 31-33 the removed Q4_0_4_4 family, 36-38 IQ4_NL_4_4 and friends).
@@ -38,8 +44,8 @@ constexpr std::array<TypeTraits, 40> kTraits = {{
     {"Q5_1", 32, 24, true},       // 7
     {"Q8_0", 32, 34, true},       // 8
     {"Q8_1", 32, 36, false},      // 9:  d, s (fp16) + 32 x int8
-    {"Q2_K", 256, 84, false},     // 10: scales[16] qs[64] d dmin
-    {"Q3_K", 256, 110, false},    // 11: hmask[32] qs[64] scales[12] d
+    {"Q2_K", 256, 84, true},      // 10
+    {"Q3_K", 256, 110, true},     // 11
     {"Q4_K", 256, 144, true},     // 12
     {"Q5_K", 256, 176, true},     // 13
     {"Q6_K", 256, 210, true},     // 14
@@ -48,10 +54,10 @@ constexpr std::array<TypeTraits, 40> kTraits = {{
     {"IQ2_XS", 256, 74, false},   // 17
     {"IQ3_XXS", 256, 98, false},  // 18
     {"IQ1_S", 256, 50, false},    // 19
-    {"IQ4_NL", 32, 18, false},    // 20
+    {"IQ4_NL", 32, 18, true},     // 20
     {"IQ3_S", 256, 110, false},   // 21
     {"IQ2_S", 256, 82, false},    // 22
-    {"IQ4_XS", 256, 136, false},  // 23
+    {"IQ4_XS", 256, 136, true},   // 23
     {"I8", 1, 1, false},          // 24
     {"I16", 1, 2, false},         // 25
     {"I32", 1, 4, false},         // 26
@@ -69,30 +75,6 @@ constexpr std::array<TypeTraits, 40> kTraits = {{
     {"", 0, 0, false},            // 38 (IQ4_NL_8_8, removed)
     {"MXFP4", 32, 17, false},     // 39: e8m0 exponent + 16 bytes of e2m1 pairs
 }};
-
-template <typename Block>
-Block load_block(const void* src, int64_t i) {
-  Block b;
-  std::memcpy(&b, static_cast<const unsigned char*>(src) + i * sizeof(Block), sizeof(Block));
-  return b;
-}
-
-template <typename Block>
-void store_block(void* dst, int64_t i, const Block& b) {
-  std::memcpy(static_cast<unsigned char*>(dst) + i * sizeof(Block), &b, sizeof(Block));
-}
-
-// Round to nearest, ties to even, as ggml's nearest_int() does (it adds 1.5 * 2^23 and
-// reads the low bits, which rounds in the default FPU mode).
-int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
-
-// Smallest binary16 value >= v (v >= 0, finite, < 65504): a super-block scale rounded up,
-// so that 63 (or 127) times it still covers the largest sub-block scale and nothing clips.
-uint16_t fp16_round_up(float v) {
-  uint16_t h = fp32_to_fp16(v);
-  if (fp16_to_fp32(h) < v) ++h;  // positive halves are ordered like their bit patterns
-  return h;
-}
 
 // ---- dequantization (ggml's dequantize_row_*) ----
 
@@ -258,18 +240,6 @@ void dequant_q6_K(const void* src, float* y, int64_t nb) {
 }
 
 // ---- quantization ----
-
-// The value of largest magnitude, with its sign (ggml's amax/max pair).
-float signed_absmax(const float* x, int n) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
-}
 
 void quant_q4_0(const float* x, void* dst, int64_t nb) {
   constexpr int qk = kQK4_0;
@@ -564,6 +534,14 @@ bool is_supported_type(GgmlType type) {
   return t && t->supported;
 }
 
+std::string supported_type_names() {
+  std::string names;
+  for (const TypeTraits& t : kTraits) {
+    if (t.supported) names += fmt::format("{}{}", names.empty() ? "" : ", ", t.name);
+  }
+  return names;
+}
+
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
   assert(is_supported_type(type));
   assert(n % type_traits(static_cast<uint32_t>(type))->block_size == 0);
@@ -602,6 +580,14 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       return dequant_q5_K(src, dst, n / kQK_K);
     case GgmlType::Q6_K:
       return dequant_q6_K(src, dst, n / kQK_K);
+    case GgmlType::Q2_K:
+      return gguf_detail::dequant_q2_K(src, dst, n / kQK_K);
+    case GgmlType::Q3_K:
+      return gguf_detail::dequant_q3_K(src, dst, n / kQK_K);
+    case GgmlType::IQ4_NL:
+      return gguf_detail::dequant_iq4_nl(src, dst, n / kQK4_NL);
+    case GgmlType::IQ4_XS:
+      return gguf_detail::dequant_iq4_xs(src, dst, n / kQK_K);
     default:
       // Unreachable for callers that respect the precondition; NaNs make misuse loud in
       // release builds where the assert is gone.
@@ -646,6 +632,14 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
       return quant_q5_K(src, dst, n / kQK_K);
     case GgmlType::Q6_K:
       return quant_q6_K(src, dst, n / kQK_K);
+    case GgmlType::Q2_K:
+      return gguf_detail::quant_q2_K(src, dst, n / kQK_K);
+    case GgmlType::Q3_K:
+      return gguf_detail::quant_q3_K(src, dst, n / kQK_K);
+    case GgmlType::IQ4_NL:
+      return gguf_detail::quant_iq4_nl(src, dst, n / kQK4_NL);
+    case GgmlType::IQ4_XS:
+      return gguf_detail::quant_iq4_xs(src, dst, n / kQK_K);
     default:
       std::memset(dst, 0, row_size(type, n));
       return;
@@ -695,6 +689,24 @@ double quant_error_bound(GgmlType type) {
     // Half of a 1/31 step widened by the rounded-up 8-bit scale: 0.0163; measured 0.0161.
     case GgmlType::Q6_K:
       return 0.017;
+    // Half of a 3-level step over the widened range: ((2 + 1/15) / 3) * (1 + 1/15) / 2 = 0.368
+    // (fp16 round-ups included); measured 0.3335.
+    case GgmlType::Q2_K:
+      return 0.370;
+    // Half of a step of 1/3 of the sub-block's extreme, widened by the rounded-up 6-bit scale:
+    // (1/3 + 1/93) / 2 = 0.1720; measured 0.1666.
+    case GgmlType::Q3_K:
+      return 0.174;
+    // The grid's top is 113 where the opposite side of the extreme reaches 127: 14/127 of the
+    // block's extreme, plus 113/127 * 2^-11 when fp16 rounds the scale down = 0.1107;
+    // measured 0.1106.
+    case GgmlType::IQ4_NL:
+      return 0.111;
+    // As IQ4_NL, but the rounded-up 6-bit code only widens the step: the +127 -> 113 clip,
+    // 14/127 = 0.1102, stays the worst (half the widest gap, 12/127 * (1 + 1/31), is 0.098);
+    // measured 0.1101.
+    case GgmlType::IQ4_XS:
+      return 0.111;
     default:
       return 1.0;
   }

@@ -1,7 +1,7 @@
 // What the engine knows about the GGUF tensor types: their names and sizes, which of them it
 // computes with, and reference (scalar) dequantize / quantize of whole rows. The type numbers
-// (GgmlType) and the block layouts (BlockQ4_0 ... BlockQ6_K) are in formats/ggml_format.h,
-// which kernels/ includes too.
+// (GgmlType) and the block layouts (BlockQ4_0 ... BlockQ6_K, BlockQ2_K, BlockQ3_K, BlockIQ4_NL,
+// BlockIQ4_XS) are in formats/ggml_format.h, which kernels/ includes too.
 //
 // Source: the GGUF specification (ggml/docs/gguf.md) and ggml's block definitions
 // (ggml-common.h). A row of n elements of a block type occupies n / block_size blocks
@@ -23,7 +23,7 @@ struct TypeTraits {
   std::string_view name;  // "Q4_K" — as GGUF tools print it
   int block_size;         // elements per block (1 for F32/F16/BF16)
   int type_size;          // bytes per block
-  bool supported;         // false: known but refused (Q2_K, Q3_K, IQ*, ...)
+  bool supported;         // false: known but refused (IQ1_*, IQ2_*, IQ3_*, TQ*, ...)
 };
 
 /// Traits of a type number; std::nullopt when the number is not a ggml type at all.
@@ -35,8 +35,13 @@ std::string type_name(uint32_t type);
 /// Bytes of a row of n elements. Precondition: n % block_size == 0 and the type is known.
 size_t row_size(GgmlType type, int64_t n);
 
-/// True for the eleven types the engine computes with.
+/// True for the fifteen types the engine computes with: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+/// Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 bool is_supported_type(GgmlType type);
+
+/// Those fifteen names for messages, from the type table in type-number order:
+/// "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16".
+std::string supported_type_names();
 
 /// Dequantizes one row of n elements from `src` (row_size(type, n) bytes) into `dst` (n floats).
 /// Precondition: supported type, n % block_size == 0. Reference code: scalar and exact to the

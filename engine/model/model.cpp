@@ -38,9 +38,8 @@ class TensorBinder {
     if (!is_supported_type(t->type)) {
       return make_error(
           "{}: tensor '{}' has type {}, which Spillway does not support yet "
-          "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K); "
-          "use a Q4_K_M, Q5_K_M, Q6_K or Q8_0 file",
-          f_.path(), name, type_name(static_cast<uint32_t>(t->type)));
+          "(supported: {}); use a Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q3_K_M or IQ4_XS file",
+          f_.path(), name, type_name(static_cast<uint32_t>(t->type)), supported_type_names());
     }
     bool match = t->n_dims == static_cast<int>(shape.size());
     for (size_t i = 0; match && i < shape.size(); ++i) match = t->ne[i] == shape[i];
@@ -249,9 +248,8 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
     }
     if (!is_supported_type(t.type)) {
       return make_error(
-          "{}: tensor '{}' has type {}, which Spillway does not support yet "
-          "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
-          path, t.name, type_name(static_cast<uint32_t>(t.type)));
+          "{}: tensor '{}' has type {}, which Spillway does not support yet (supported: {})", path,
+          t.name, type_name(static_cast<uint32_t>(t.type)), supported_type_names());
     }
   }
   return m;

@@ -34,9 +34,10 @@ constexpr int64_t kN = 4096;
 constexpr size_t kStreamBytes = size_t{256} << 20;
 
 struct Options {
-  std::vector<GgmlType> types = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                                 GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+  std::vector<GgmlType> types = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q8_0,
+                                 GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,  GgmlType::Q5_1,
+                                 GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,  GgmlType::Q2_K,
+                                 GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
   std::vector<int> threads = {1, 2};
   double seconds = 0.3;
   bool scalar = true;

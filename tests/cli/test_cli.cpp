@@ -243,6 +243,46 @@ TEST(CliInfo, ReportsHyperparametersAsJson) {
   EXPECT_NE(r.out.find("qwen3"), std::string::npos);
 }
 
+// The low-bit types open: `info` counts them per type (the q3_k_m mix: Q3_K, Q4_K, Q5_K, Q6_K;
+// an IQ4_XS file), `generate` runs; a type still refused is named with the supported list.
+TEST(CliInfo, LowBitTypesOpenAndRefusedTypesListTheSupportedOnes) {
+  TestModelSpec q3;
+  q3.mix = "q3_k_m";
+  q3.n_embd = 256;
+  q3.n_ff = 512;
+  q3.head_dim = 64;
+  q3.n_layer = 3;
+  const fs::path p3 = write_model("info-q3_k_m.gguf", q3);
+  Result r = run({"info", "-m", p3.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Per layer: attn_q, attn_k, ffn_gate, ffn_up in Q3_K; attn_output and (layers >= 2) attn_v
+  // and (layers >= n_layer / 16 = 0) ffn_down in Q4_K; attn_v of layers 0, 1 in Q5_K; plus
+  // token_embd (Q3_K) and output (Q6_K); norms in F32.
+  const auto types = nlohmann::json::parse(r.out)["tensor_types"];
+  EXPECT_EQ(types["Q3_K"], 4 * 3 + 1);
+  EXPECT_EQ(types["Q4_K"], 3 + 1 + 3);
+  EXPECT_EQ(types["Q5_K"], 2);
+  EXPECT_EQ(types["Q6_K"], 1);
+  r = run({"generate", "-m", p3.string(), "-p", "abc", "-n", "3", "--temp", "0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  TestModelSpec xs = q3;
+  xs.mix.clear();
+  xs.weight_type = GgmlType::IQ4_XS;
+  const fs::path px = write_model("info-iq4_xs.gguf", xs);
+  r = run({"info", "-m", px.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("IQ4_XS x" + std::to_string(7 * 3 + 2)), std::string::npos) << r.out;
+
+  const fs::path pr = tmp_dir() / "refused-iq2_xxs.gguf";
+  ASSERT_TRUE(write_bytes(pr.string(), hostile_refused_type_iq2_xxs()));
+  r = run({"info", "-m", pr.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tensor 'blk.0.attn_q.weight' has type IQ2_XXS"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS"), std::string::npos) << r.err;
+}
+
 TEST(CliTokenize, SharedVocabulariesMatchReferenceIds) {
   for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
     const fs::path vocab = shared_models() / name;
@@ -296,7 +336,7 @@ TEST(CliHostile, BadFilesFailCleanly) {
       {"v1.gguf", hostile_version(1), "version 1"},
       {"v99.gguf", hostile_version(99), "99"},
       {"type77.gguf", hostile_unknown_tensor_type(77), "77"},
-      {"q2k.gguf", hostile_refused_type_q2k(), "Q2_K"},
+      {"iq2_xxs.gguf", hostile_refused_type_iq2_xxs(), "IQ2_XXS"},
       {"arch.gguf", hostile_unknown_arch(), "mamba9"},
       {"misaligned.gguf", hostile_misaligned_offset(), "alignment"},
       {"align0.gguf", hostile_alignment(0), "power of two"},

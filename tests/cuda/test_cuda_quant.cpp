@@ -37,8 +37,9 @@ namespace {
 using test::DeviceBuffer;
 
 constexpr GgmlType kTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,   GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
 };
 
 std::string name_of(GgmlType t) { return type_name(static_cast<uint32_t>(t)); }
@@ -404,7 +405,7 @@ TEST(CudaQuant, BadArgumentsAreRefused) {
   const int64_t rb = 18;  // one Q4_0 block
 
   // matvec
-  EXPECT_EQ(launch_matvec(GgmlType::Q2_K, wp, 84, 256, 1, x.get(), 1, y.get(), nullptr), inval);
+  EXPECT_EQ(launch_matvec(GgmlType::IQ2_XXS, wp, 66, 256, 1, x.get(), 1, y.get(), nullptr), inval);
   EXPECT_EQ(launch_matvec(GgmlType::I8, wp, 32, 32, 1, x.get(), 1, y.get(), nullptr), inval);
   EXPECT_EQ(launch_matvec(static_cast<GgmlType>(77), wp, 32, 32, 1, x.get(), 1, y.get(), nullptr),
             inval);
@@ -428,7 +429,8 @@ TEST(CudaQuant, BadArgumentsAreRefused) {
             cudaSuccess);
 
   // dequant_f16
-  EXPECT_EQ(launch_dequant_f16(GgmlType::Q3_K, wp, 110, 256, 0, 1, h.get(), nullptr), inval);
+  EXPECT_EQ(launch_dequant_f16(GgmlType::IQ3_S, wp, 110, 256, 0, 1, h.get(), nullptr), inval);
+  EXPECT_EQ(launch_dequant_f16(GgmlType::Q3_K, wp, 110, 128, 0, 1, h.get(), nullptr), inval);
   EXPECT_EQ(launch_dequant_f16(GgmlType::Q4_K, wp, 144, 128, 0, 1, h.get(), nullptr), inval);
   EXPECT_EQ(launch_dequant_f16(GgmlType::Q4_0, wp, rb, 32, -1, 1, h.get(), nullptr), inval);
   EXPECT_EQ(launch_dequant_f16(GgmlType::Q4_0, wp, rb, 32, 0, -1, h.get(), nullptr), inval);
@@ -437,7 +439,8 @@ TEST(CudaQuant, BadArgumentsAreRefused) {
   EXPECT_EQ(launch_dequant_f16(GgmlType::Q4_0, wp, rb, 32, 0, 0, h.get(), nullptr), cudaSuccess);
 
   // get_rows
-  EXPECT_EQ(launch_get_rows(GgmlType::IQ4_NL, wp, 18, 32, ids.get(), 1, y.get(), nullptr), inval);
+  EXPECT_EQ(launch_get_rows(GgmlType::IQ1_S, wp, 50, 256, ids.get(), 1, y.get(), nullptr), inval);
+  EXPECT_EQ(launch_get_rows(GgmlType::IQ4_NL, wp, 18, 16, ids.get(), 1, y.get(), nullptr), inval);
   EXPECT_EQ(launch_get_rows(GgmlType::Q8_0, wp, 34, 16, ids.get(), 1, y.get(), nullptr), inval);
   EXPECT_EQ(launch_get_rows(GgmlType::Q8_0, wp, 34, 32, ids.get(), -1, y.get(), nullptr), inval);
   EXPECT_EQ(launch_get_rows(GgmlType::Q8_0, wp, 34, 32, nullptr, 1, y.get(), nullptr), inval);

@@ -174,11 +174,12 @@ void PrintTo(const TypeCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<TypeCase> type_cases() {
   std::vector<TypeCase> v;
-  for (const GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  for (const GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+        GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     v.push_back({type_name(static_cast<uint32_t>(t)), t, ""});
-  v.push_back({"q4_k_m", GgmlType::Q4_K, "q4_k_m"});
+  for (const char* mix : {"q4_k_m", "q3_k_m", "iq4_xs"}) v.push_back({mix, GgmlType::Q4_K, mix});
   return v;
 }
 
@@ -192,9 +193,9 @@ TEST_P(CudaVsCpu, GreedyTokensAndLogitsAgree) {
   spec.arch = arch;
   spec.weight_type = tc.type;
   spec.mix = tc.mix;
-  const bool k_quant = tc.type == GgmlType::Q4_K || tc.type == GgmlType::Q5_K ||
-                       tc.type == GgmlType::Q6_K || !tc.mix.empty();
-  if (k_quant) {  // K-quant rows are multiples of 256
+  const bool k_quant =
+      type_traits(static_cast<uint32_t>(tc.type))->block_size == 256 || !tc.mix.empty();
+  if (k_quant) {  // K-quant and IQ4_XS rows are multiples of 256
     spec.n_embd = 256;
     spec.n_ff = 512;
     spec.head_dim = 64;

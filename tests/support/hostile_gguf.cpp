@@ -207,21 +207,25 @@ std::vector<uint8_t> hostile_unknown_tensor_type(uint32_t type) {
   return b;
 }
 
-std::vector<uint8_t> hostile_refused_type_q2k() {
+std::vector<uint8_t> hostile_refused_type(GgmlType type) {
   TestModelSpec s = hostile_base_spec();
   s.n_embd = 256;
   s.n_head = 2;
   s.head_dim = 128;
   s.n_ff = 256;
-  s.weight_type = GgmlType::Q8_0;  // keeps the file small; the Q2_K tensor is the only refused one
+  s.weight_type = GgmlType::Q8_0;  // keeps the file small; attn_q is the only refused tensor
   auto m = build_test_model(s);
   assert(m.ok());
   TestTensor* q = m->find_tensor("blk.0.attn_q.weight");
   assert(q && q->ne[0] == 256);
-  q->type = GgmlType::Q2_K;
-  q->data.assign(row_size(GgmlType::Q2_K, q->ne[0]) * static_cast<size_t>(q->ne[1]), 0);
+  q->type = type;
+  q->data.assign(row_size(type, q->ne[0]) * static_cast<size_t>(q->ne[1]), 0);
   for (size_t i = 0; i < q->data.size(); ++i) q->data[i] = static_cast<uint8_t>(i * 37 + 11);
   return m->serialize();
+}
+
+std::vector<uint8_t> hostile_refused_type_iq2_xxs() {
+  return hostile_refused_type(GgmlType::IQ2_XXS);
 }
 
 std::vector<uint8_t> hostile_unknown_arch() {

@@ -86,9 +86,13 @@ std::vector<uint8_t> hostile_bad_magic();
 std::vector<uint8_t> hostile_version(uint32_t version);
 /// blk.0.attn_q.weight's type number set to `type` (77: not a ggml type at all).
 std::vector<uint8_t> hostile_unknown_tensor_type(uint32_t type = 77);
-/// A structurally valid model whose blk.0.attn_q.weight is Q2_K (type 10): the reader accepts
-/// it, Model::load refuses it by name. Uses n_embd 256 so the row fits Q2_K's 256-blocks.
-std::vector<uint8_t> hostile_refused_type_q2k();
+/// A structurally valid model whose blk.0.attn_q.weight has `type`, a 256-block type the engine
+/// knows but does not compute with (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
+/// TQ2_0): the reader accepts it, Model::load refuses it by name. The other weights are Q8_0;
+/// n_embd 256 so the row fits the type's 256-blocks; the bytes are a fixed pattern.
+std::vector<uint8_t> hostile_refused_type(GgmlType type);
+/// hostile_refused_type(GgmlType::IQ2_XXS) (type 16).
+std::vector<uint8_t> hostile_refused_type_iq2_xxs();
 /// general.architecture = "mamba9" with <mamba9.*> keys: readable, refused by Model::load.
 std::vector<uint8_t> hostile_unknown_arch();
 /// The offset of the base model's second tensor plus 1 (not a multiple of the alignment).

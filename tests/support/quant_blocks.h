@@ -23,13 +23,15 @@ inline float float_of(uint32_t u) {
   return f;
 }
 
-/// Byte offsets of a block's binary16 scale fields (engine/gguf/ggml_types.h's structs); empty
+/// Byte offsets of a block's binary16 scale fields (formats/ggml_format.h's structs); empty
 /// for the float types.
 inline std::vector<int> half_fields(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return {0};
     case GgmlType::Q4_1:
     case GgmlType::Q5_1:
@@ -38,6 +40,10 @@ inline std::vector<int> half_fields(GgmlType t) {
       return {0, 2};
     case GgmlType::Q6_K:
       return {208};
+    case GgmlType::Q2_K:
+      return {80, 82};
+    case GgmlType::Q3_K:
+      return {108};
     default:
       return {};
   }

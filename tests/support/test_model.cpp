@@ -15,6 +15,7 @@
 
 #include "engine/common/fp16.h"
 #include "engine/common/parallel.h"
+#include "tests/support/quant_mix.h"
 
 namespace spw {
 
@@ -72,14 +73,20 @@ uint32_t file_type_of(GgmlType t) {  // llama_ftype numbering (general.file_type
       return 17;  // Q5_K_M
     case GgmlType::Q6_K:
       return 18;
+    case GgmlType::Q2_K:
+      return 10;
+    case GgmlType::Q3_K:
+      return 11;  // Q3_K_S: all Q3_K but output.weight
+    case GgmlType::IQ4_NL:
+      return 25;
+    case GgmlType::IQ4_XS:
+      return 30;
     case GgmlType::BF16:
       return 32;
     default:
       return 0;
   }
 }
-
-constexpr const char* kMixQ4KM = "q4_k_m";
 
 bool is_qwen(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
 
@@ -114,12 +121,6 @@ TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t
   quantize_rows(0, rows / n_threads);
   for (auto& th : threads) th.join();
   return t;
-}
-
-// llama.cpp's use_more_bits(): the layers whose ffn_down (and, in llama.cpp, attn_v) Q4_K_M
-// stores in Q6_K.
-bool use_more_bits(int64_t layer, int64_t n_layer) {
-  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
 // A matrix mapping n_in -> n_out: ne = [n_in, n_out], spread weight_scale / sqrt(n_in).
@@ -172,21 +173,23 @@ Status check_rows(const std::string& name, GgmlType type, int64_t row_len) {
 
 }  // namespace
 
+MixContext TestModelSpec::mix_context(int64_t layer) const {
+  return {layer, n_layer, n_head_kv > 0 ? n_head / n_head_kv : 1, tied_embeddings};
+}
+
 GgmlType TestModelSpec::embd() const {
-  if (mix == kMixQ4KM) return GgmlType::Q4_K;
+  if (const auto t = quant_mix_type(mix, "token_embd", mix_context(0))) return *t;
   return embd_type.value_or(weight_type);
 }
 
 GgmlType TestModelSpec::output() const {
-  if (mix == kMixQ4KM) return GgmlType::Q6_K;
+  if (const auto t = quant_mix_type(mix, "output", mix_context(0))) return *t;
   return output_type.value_or(weight_type);
 }
 
 GgmlType TestModelSpec::layer_type(const std::string& role, int64_t layer) const {
-  if (mix != kMixQ4KM) return weight_type;
-  if (role == "attn_v") return GgmlType::Q6_K;
-  if (role == "ffn_down" && use_more_bits(layer, n_layer)) return GgmlType::Q6_K;
-  return GgmlType::Q4_K;
+  if (const auto t = quant_mix_type(mix, role, mix_context(layer))) return *t;
+  return weight_type;
 }
 
 std::vector<std::string> test_model_vocab(int64_t n_vocab) {
@@ -230,12 +233,9 @@ std::vector<std::string> test_model_vocab(int64_t n_vocab) {
 }
 
 std::optional<GgmlType> parse_test_model_type(const std::string& name) {
-  static constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
-                                        GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                                        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
-                                        GgmlType::Q5_K, GgmlType::Q6_K};
-  for (GgmlType t : kTypes) {
-    if (type_name(static_cast<uint32_t>(t)) == name) return t;
+  for (uint32_t number = 0; number < 64; ++number) {
+    const auto t = static_cast<GgmlType>(number);
+    if (is_supported_type(t) && type_name(number) == name) return t;
   }
   return std::nullopt;
 }
@@ -248,8 +248,8 @@ Status check_test_model_spec(const TestModelSpec& s) {
   if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) != 0 || s.alignment > (1u << 20)) {
     return make_error("test model: alignment {} is not a power of two up to 2^20", s.alignment);
   }
-  if (!s.mix.empty() && s.mix != kMixQ4KM)
-    return make_error("test model: unknown mix '{}' (known: {})", s.mix, kMixQ4KM);
+  if (!s.mix.empty() && !is_quant_mix(s.mix))
+    return make_error("test model: unknown mix '{}' (known: {})", s.mix, quant_mix_list());
   if (s.n_vocab < kMinVocab) {
     return make_error(
         "test model: n_vocab {} is too small (at least {}: 3 specials, 256 byte tokens and \"▁\")",
@@ -284,14 +284,21 @@ Status check_test_model_spec(const TestModelSpec& s) {
   const std::pair<std::string, std::pair<GgmlType, int64_t>> rows[] = {
       {"token_embd.weight", {s.embd(), s.n_embd}},
       {"output.weight", {s.tied_embeddings ? s.embd() : s.output(), s.n_embd}},
-      {"blk.N.attn_q.weight", {s.layer_type("attn_q", 0), s.n_embd}},
-      {"blk.N.attn_v.weight", {s.layer_type("attn_v", 0), s.n_embd}},
-      {"blk.N.attn_output.weight", {s.layer_type("attn_output", 0), q_dim}},
-      {"blk.N.ffn_down.weight", {s.layer_type("ffn_down", 0), s.n_ff}},
   };
   for (const auto& [name, tr] : rows) {
     if (auto st = check_rows(name, tr.first, tr.second); !st)
       return make_error("test model: {}", st.error().message);
+  }
+  // A mix may give each layer its own types: every layer's every matrix.
+  const std::pair<const char*, int64_t> roles[] = {
+      {"attn_q", s.n_embd},   {"attn_k", s.n_embd}, {"attn_v", s.n_embd}, {"attn_output", q_dim},
+      {"ffn_gate", s.n_embd}, {"ffn_up", s.n_embd}, {"ffn_down", s.n_ff}};
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    for (const auto& [role, row_len] : roles) {
+      const std::string name = fmt::format("blk.{}.{}.weight", l, role);
+      if (auto st = check_rows(name, s.layer_type(role, l), row_len); !st)
+        return make_error("test model: {}", st.error().message);
+    }
   }
   return Status::Ok();
 }
@@ -333,7 +340,8 @@ std::vector<TensorPlan> plan_test_model(const TestModelSpec& s, TestModel& m) {
 
   m.set("general.architecture", V::str(s.arch));
   m.set("general.name", V::str("spillway-test-" + s.arch));
-  m.set("general.file_type", V::u32(s.mix == kMixQ4KM ? 15u : file_type_of(s.weight_type)));
+  m.set("general.file_type",
+        V::u32(s.mix.empty() ? file_type_of(s.weight_type) : quant_mix_file_type(s.mix)));
   m.set("general.quantization_version", V::u32(2));
   m.set(a + "context_length", V::u32(static_cast<uint32_t>(s.n_ctx)));
   m.set(a + "embedding_length", V::u32(static_cast<uint32_t>(s.n_embd)));
@@ -459,7 +467,11 @@ BlockScales block_scales(GgmlType t) {
       return {0, 2, 15.5f};
     case GgmlType::Q6_K:
       return {offsetof(BlockQ6_K, d), -1, 0};
-    default:  // Q4_0, Q5_0, Q8_0: d first, no min
+    case GgmlType::Q2_K:  // codes 0..3 times scales 0..15 average 11.25, mins 0..15 7.5
+      return {offsetof(BlockQ2_K, d), static_cast<int>(offsetof(BlockQ2_K, dmin)), 1.5f};
+    case GgmlType::Q3_K:  // signed scales and codes: about zero on their own
+      return {offsetof(BlockQ3_K, d), -1, 0};
+    default:  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first, no min
       return {0, -1, 0};
   }
 }

@@ -5,8 +5,9 @@
 // byte for byte. Shapes are small enough that a whole model loads in milliseconds.
 //
 // Block-size rule: every row length (n_embd, n_head * head_dim, n_ff) must be a multiple of
-// the block size of the type that stores it: 32 for Q4_0..Q8_0, 256 for the K-quants (use
-// n_embd = 256, n_ff = 512, n_head * head_dim = 256 with Q4_K/Q5_K/Q6_K). A spec that breaks the
+// the block size of the type that stores it: 32 for Q4_0..Q8_0 and IQ4_NL, 256 for the K-quants
+// and IQ4_XS (use n_embd = 256, n_ff = 512, n_head * head_dim = 256 with Q2_K..Q6_K, IQ4_XS or a
+// mix). A spec that breaks the
 // rule is refused by check_test_model_spec() with a message naming the tensor and the sizes;
 // nothing is rounded silently.
 #pragma once
@@ -20,6 +21,7 @@
 #include "engine/gguf/ggml_types.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_writer.h"
+#include "tests/support/quant_mix.h"
 
 namespace spw {
 
@@ -45,10 +47,12 @@ struct TestModelSpec {
   uint32_t gguf_version = 3;  ///< 2 or 3
   uint32_t alignment = 32;    ///< general.alignment; written as a key when != 32
   /// Quantization mix overriding weight_type, embd_type and output_type: "" (none: those three
-  /// fields decide) or "q4_k_m", the mix of llama.cpp's Q4_K_M files: Q4_K for token_embd and
-  /// the 2-D weights; Q6_K for output.weight, every attn_v.weight and the ffn_down.weight of the
-  /// layers llama.cpp's use_more_bits() picks (the first and last eighth, and every third layer
-  /// between: half of them for 16 layers). K-quant rule: row lengths multiples of 256.
+  /// fields decide) or one of quant_mix_names() (tests/support/quant_mix.h): "q4_k_m", "q3_k_m",
+  /// "iq4_xs", ... the types llama.cpp's quantizer gives each tensor of such a file (q4_k_m: Q4_K,
+  /// with Q6_K for output.weight, every attn_v.weight and the ffn_down.weight of the layers
+  /// use_more_bits() picks; q3_k_m: Q3_K, with Q6_K for output.weight, Q4_K for attn_output, the
+  /// later attn_v and ffn_down, Q5_K for the first two attn_v and the first sixteenth of
+  /// ffn_down). Every mix holds K-quants: row lengths multiples of 256.
   std::string mix;
   /// Multiplier on the default weight spread: a matrix with n_in inputs draws uniformly with
   /// standard deviation weight_scale / sqrt(n_in), so activations stay O(1) through the layers.
@@ -59,6 +63,8 @@ struct TestModelSpec {
   /// Type of blk.<layer>.<role>.weight for role attn_q, attn_k, attn_v, attn_output, ffn_gate,
   /// ffn_up or ffn_down (the mix decides when set, weight_type otherwise).
   GgmlType layer_type(const std::string& role, int64_t layer) const;
+  /// What the mix's rules read for a tensor of `layer` (quant_mix.h).
+  MixContext mix_context(int64_t layer) const;
 };
 
 /// One tensor of a TestModel, already in its stored form (quantized bytes).
@@ -93,7 +99,7 @@ struct TestModel {
 
 /// Ok, or an error naming the first violated rule (vocabulary too small, n_head_kv does not
 /// divide n_head, odd head_dim, a row length that is not a multiple of its type's block size
-/// ("blk.N.ffn_down.weight: row length 96 is not a multiple of the Q4_K block size 256"),
+/// ("blk.0.ffn_down.weight: row length 96 is not a multiple of the Q4_K block size 256"),
 /// an unsupported type, an unknown mix, version not 2/3, alignment not a power of two).
 Status check_test_model_spec(const TestModelSpec& spec);
 
@@ -125,7 +131,8 @@ Status write_fast_random_model(const TestModelSpec& spec, const std::string& pat
 /// generated letter strings. Precondition: n_vocab >= 260.
 std::vector<std::string> test_model_vocab(int64_t n_vocab);
 
-/// Parses "F32", "Q4_K", ... (the eleven supported types); std::nullopt otherwise.
+/// Parses "F32", "Q4_K", "IQ4_XS", ... (the supported types, as type_name spells them);
+/// std::nullopt otherwise.
 std::optional<GgmlType> parse_test_model_type(const std::string& name);
 
 /// A fresh directory under the system temp folder (mkdtemp), removed with its contents when

@@ -1,6 +1,7 @@
 // spillway-testmodel: writes a random, reproducible Llama-family GGUF model for tests.
 //   spillway-testmodel -o tiny.gguf --arch qwen3 --type Q4_K --n-embd 256 --n-ff 512 --head-dim 64
 //   spillway-testmodel -o mixed.gguf --mix q4_k_m --n-embd 256 --n-ff 512
+//   spillway-testmodel -o q3.gguf --type Q3_K --n-embd 256 --n-ff 512 --head-dim 64
 // A Llama-3-8B-shaped Q4_K_M file (~4.9 GB) of random blocks, written in seconds:
 //   spillway-testmodel -o llama8b.gguf --fast-random --mix q4_k_m --n-vocab 128256 --n-embd 4096
 //       --n-layer 32 --n-head 32 --n-head-kv 8 --n-ff 14336 --ctx 8192
@@ -13,11 +14,13 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "engine/gguf/gguf_writer.h"
+#include "tests/support/quant_mix.h"
 #include "tests/support/test_model.h"
 
 namespace {
@@ -62,13 +65,18 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", out, "Output .gguf path")->required();
   app.add_option("--arch", spec.arch, "Architecture")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
-  app.add_option("--type", type, "Type of the weight matrices")
-      ->check(CLI::IsMember(
-          {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}));
+  std::vector<std::string> type_names;
+  for (uint32_t number = 0; number < 64; ++number) {
+    if (spw::is_supported_type(static_cast<spw::GgmlType>(number)))
+      type_names.push_back(spw::type_name(number));
+  }
+  app.add_option("--type", type, "Type of the weight matrices")->check(CLI::IsMember(type_names));
   app.add_option("--mix", spec.mix,
-                 "Quantization mix overriding --type: q4_k_m (Q4_K, with Q6_K for output.weight, "
-                 "attn_v and half of ffn_down, as llama.cpp's Q4_K_M)")
-      ->check(CLI::IsMember({"q4_k_m"}));
+                 "Quantization mix overriding --type, the types llama.cpp gives each tensor of "
+                 "such a file: q4_k_m (Q4_K, with Q6_K for output.weight, attn_v and half of "
+                 "ffn_down), q3_k_m (Q3_K, with Q6_K for output.weight and Q4_K/Q5_K for "
+                 "attn_v, attn_output and ffn_down), q2_k, q3_k_s, q3_k_l, iq4_nl, iq4_xs")
+      ->check(CLI::IsMember(spw::quant_mix_names()));
   app.add_option("--n-vocab", n_vocab, "Vocabulary size (at least 260)");
   app.add_option("--n-embd", n_embd, "Embedding length");
   app.add_option("--n-layer", n_layer, "Number of blocks");

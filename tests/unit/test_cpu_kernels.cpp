@@ -30,8 +30,9 @@ namespace spw::cpu {
 namespace {
 
 constexpr GgmlType kTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,   GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
 };
 
 int block_size(GgmlType t) { return type_traits(static_cast<uint32_t>(t))->block_size; }
@@ -144,6 +145,16 @@ Matrix make_random_block_matrix(GgmlType type, int64_t n_in, int64_t n_out, uint
         break;
       case GgmlType::Q6_K:
         put_f16(blk + 208, d(rng) * 0.1f);
+        break;
+      case GgmlType::Q2_K:
+        put_f16(blk + 80, d(rng));
+        put_f16(blk + 82, d(rng));
+        break;
+      case GgmlType::Q3_K:
+        put_f16(blk + 108, d(rng) * 0.1f);
+        break;
+      case GgmlType::IQ4_XS:
+        put_f16(blk, d(rng) * 0.01f);
         break;
       default:
         put_f16(blk, d(rng));

@@ -199,6 +199,26 @@ TEST(TieredSession, QuantizedWeightsSpilledIsBitIdentical) {
   }
 }
 
+// The low-bit types spill exactly too: a q3_k_m mix (Q3_K, with Q4_K, Q5_K and Q6_K where
+// llama.cpp puts them) and an iq4_xs mix (IQ4_XS, Q6_K output), with a window of one 16-token
+// block beside the sink block, two blocks of host and the rest on disk.
+TEST(TieredSession, LowBitWeightsSpilledIsBitIdentical) {
+  for (const char* mix : {"q3_k_m", "iq4_xs"}) {
+    SCOPED_TRACE(mix);
+    TempDir dir;
+    TestModelSpec spec;
+    spec.mix = mix;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.head_dim = 64;
+    spec.n_ctx = 2048;
+    spec.n_layer = 4;
+    auto m = load_test_model(dir, spec);
+    ASSERT_NE(m, nullptr);
+    expect_spilling_is_exact(*m, 16, 16, 300, 30, dir.path());
+  }
+}
+
 fs::path stories_dir() { return fs::path(SPILLWAY_SHARED_DIR) / "models"; }
 
 TEST(TieredStories, SpilledEqualsUnspilledAndTheReference) {

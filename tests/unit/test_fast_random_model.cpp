@@ -97,9 +97,10 @@ void check_model(const TestModelSpec& spec, const std::string& label) {
 }
 
 TEST(FastRandomModel, EveryWeightTypeLoadsAndRuns) {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K}) {
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+        GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     check_model(small_spec(t), type_name(static_cast<uint32_t>(t)));
   }
 }
@@ -109,6 +110,15 @@ TEST(FastRandomModel, Q4KMMixLoadsAndRuns) {
   s.mix = "q4_k_m";
   s.n_layer = 8;  // ffn_down in Q6_K on some layers and Q4_K on others
   check_model(s, "q4_k_m");
+}
+
+TEST(FastRandomModel, LowBitMixesLoadAndRun) {
+  for (const char* mix : {"q2_k", "q3_k_m", "iq4_xs"}) {
+    TestModelSpec s = small_spec(GgmlType::F32);
+    s.mix = mix;
+    s.n_layer = 8;
+    check_model(s, mix);
+  }
 }
 
 TEST(FastRandomModel, QwenVariantsLoadAndRun) {

@@ -3,6 +3,7 @@
 // exactly, so the bit layout of every supported format is pinned (not just self-consistent).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -18,8 +19,9 @@ namespace spw {
 namespace {
 
 constexpr GgmlType kSupported[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,   GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
 };
 
 int block_size(GgmlType t) { return type_traits(static_cast<uint32_t>(t))->block_size; }
@@ -38,13 +40,13 @@ TEST(GgmlTypes, KnownSizes) {
       {2, "Q4_0", 32, 18, true},       {3, "Q4_1", 32, 20, true},
       {6, "Q5_0", 32, 22, true},       {7, "Q5_1", 32, 24, true},
       {8, "Q8_0", 32, 34, true},       {9, "Q8_1", 32, 36, false},
-      {10, "Q2_K", 256, 84, false},    {11, "Q3_K", 256, 110, false},
+      {10, "Q2_K", 256, 84, true},     {11, "Q3_K", 256, 110, true},
       {12, "Q4_K", 256, 144, true},    {13, "Q5_K", 256, 176, true},
       {14, "Q6_K", 256, 210, true},    {15, "Q8_K", 256, 292, false},
       {16, "IQ2_XXS", 256, 66, false}, {17, "IQ2_XS", 256, 74, false},
       {18, "IQ3_XXS", 256, 98, false}, {19, "IQ1_S", 256, 50, false},
-      {20, "IQ4_NL", 32, 18, false},   {21, "IQ3_S", 256, 110, false},
-      {22, "IQ2_S", 256, 82, false},   {23, "IQ4_XS", 256, 136, false},
+      {20, "IQ4_NL", 32, 18, true},    {21, "IQ3_S", 256, 110, false},
+      {22, "IQ2_S", 256, 82, false},   {23, "IQ4_XS", 256, 136, true},
       {24, "I8", 1, 1, false},         {25, "I16", 1, 2, false},
       {26, "I32", 1, 4, false},        {27, "I64", 1, 8, false},
       {28, "F64", 1, 8, false},        {29, "IQ1_M", 256, 56, false},
@@ -64,6 +66,27 @@ TEST(GgmlTypes, KnownSizes) {
   // The header's block structs and the table must agree.
   EXPECT_EQ(type_traits(2)->type_size, static_cast<int>(sizeof(BlockQ4_0)));
   EXPECT_EQ(type_traits(14)->type_size, static_cast<int>(sizeof(BlockQ6_K)));
+  EXPECT_EQ(type_traits(10)->type_size, static_cast<int>(sizeof(BlockQ2_K)));
+  EXPECT_EQ(type_traits(11)->type_size, static_cast<int>(sizeof(BlockQ3_K)));
+  EXPECT_EQ(type_traits(20)->type_size, static_cast<int>(sizeof(BlockIQ4_NL)));
+  EXPECT_EQ(type_traits(23)->type_size, static_cast<int>(sizeof(BlockIQ4_XS)));
+  // Field offsets as ggml-common.h lays the blocks out.
+  EXPECT_EQ(offsetof(BlockQ2_K, qs), 16u);
+  EXPECT_EQ(offsetof(BlockQ2_K, d), 80u);
+  EXPECT_EQ(offsetof(BlockQ2_K, dmin), 82u);
+  EXPECT_EQ(offsetof(BlockQ3_K, qs), 32u);
+  EXPECT_EQ(offsetof(BlockQ3_K, scales), 96u);
+  EXPECT_EQ(offsetof(BlockQ3_K, d), 108u);
+  EXPECT_EQ(offsetof(BlockIQ4_NL, qs), 2u);
+  EXPECT_EQ(offsetof(BlockIQ4_XS, scales_h), 2u);
+  EXPECT_EQ(offsetof(BlockIQ4_XS, scales_l), 4u);
+  EXPECT_EQ(offsetof(BlockIQ4_XS, qs), 8u);
+}
+
+TEST(GgmlTypes, SupportedTypeNamesFollowTheTable) {
+  EXPECT_EQ(supported_type_names(),
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, "
+            "BF16");
 }
 
 TEST(GgmlTypes, UnknownNumbers) {
@@ -73,7 +96,8 @@ TEST(GgmlTypes, UnknownNumbers) {
   EXPECT_EQ(type_name(77), "unknown type 77");
   EXPECT_EQ(type_name(4), "unknown type 4");
   EXPECT_FALSE(is_supported_type(static_cast<GgmlType>(5)));
-  EXPECT_FALSE(is_supported_type(GgmlType::Q2_K));
+  EXPECT_FALSE(is_supported_type(GgmlType::IQ2_XXS));
+  EXPECT_FALSE(is_supported_type(GgmlType::TQ1_0));
 }
 
 TEST(GgmlTypes, RowSize) {
@@ -84,6 +108,10 @@ TEST(GgmlTypes, RowSize) {
   EXPECT_EQ(row_size(GgmlType::Q4_K, 256 * 3), 3u * 144);
   EXPECT_EQ(row_size(GgmlType::Q6_K, 0), 0u);
   EXPECT_EQ(row_size(GgmlType::IQ2_XXS, 512), 132u);
+  EXPECT_EQ(row_size(GgmlType::Q2_K, 4096), 16u * 84);
+  EXPECT_EQ(row_size(GgmlType::Q3_K, 512), 220u);
+  EXPECT_EQ(row_size(GgmlType::IQ4_NL, 64), 36u);
+  EXPECT_EQ(row_size(GgmlType::IQ4_XS, 256 * 14), 14u * 136);
 }
 
 // ---- quantize / dequantize round trips ----
@@ -198,6 +226,10 @@ TEST(GgmlQuant, GridValuesAreExact) {
   x[0] = -127.0f;
   x[1] = 127.0f;
   EXPECT_EQ(round_trip(GgmlType::Q8_0, x), x);
+  // IQ4_NL: every grid value times a power of two, both signs, with -127 d as the extreme.
+  const float nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  for (int j = 0; j < 32; ++j) x[j] = nl[j % 16] * 0.125f;
+  EXPECT_EQ(round_trip(GgmlType::IQ4_NL, x), x);
 }
 
 // ---- hand-built blocks with exactly known values ----
@@ -374,6 +406,114 @@ TEST(GgmlKnownBlocks, Q6_K) {
   EXPECT_EQ(y[64], -12.0f);   // q = 0 | 1<<4 = 16 -> -16, scale 3
   EXPECT_EQ(y[96], -571.5f);  // q = 14 | 0 = 14 -> -18, scale 127
   EXPECT_EQ(y[112], 352.0f);  // q = 5 | 1<<4 = 21 -> -11, scale -128
+}
+
+// Q2_K: sub-block s (16 elements) has scales[s] = sc | m << 4; per 128-element half h,
+// qs[32h + l] holds elements 128h + 32j + l (l < 32) at bits 2j. Value d * sc * q - dmin * m.
+TEST(GgmlKnownBlocks, Q2_K) {
+  BlockQ2_K b{};
+  b.d = 0x3800;     // 0.5
+  b.dmin = 0x3400;  // 0.25
+  for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<uint8_t>((s + 1) % 16 | ((15 - s) << 4));
+  for (int i = 0; i < 64; ++i) b.qs[i] = static_cast<uint8_t>(i * 29 + 7);
+  const auto y = decode(GgmlType::Q2_K, b);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32, s = e / 16;
+    const int q = (b.qs[32 * h + l] >> (2 * j)) & 3;
+    EXPECT_EQ(y[e], 0.5f * ((s + 1) % 16) * q - 0.25f * (15 - s)) << e;
+  }
+  // By hand: qs[0] = 7 = 0b00000111 (codes 3, 1, 0, 0 for elements 0, 32, 64, 96),
+  // qs[1] = 36 = 0b00100100 (codes 0, 1, 2, 0 for elements 1, 33, 65, 97), qs[32] = 167 =
+  // 0b10100111 (codes 3, 1, 2, 2 for elements 128, 160, 192, 224), qs[48] = 119 = 0b01110111.
+  EXPECT_EQ(y[0], 0.5f * 1 * 3 - 0.25f * 15);    // s 0: -2.25
+  EXPECT_EQ(y[32], 0.5f * 3 * 1 - 0.25f * 13);   // s 2: -1.75
+  EXPECT_EQ(y[65], 0.5f * 5 * 2 - 0.25f * 11);   // s 4: 2.25
+  EXPECT_EQ(y[160], 0.5f * 11 * 1 - 0.25f * 5);  // s 10: 4.25
+  EXPECT_EQ(y[224], 0.5f * 15 * 2 - 0.25f * 1);  // s 14: 14.75
+  EXPECT_EQ(y[240], 0.5f * 0 * 1 - 0.25f * 0);   // s 15: scale 0, min 0
+}
+
+// Q3_K: q = low 2 bits (as Q2_K) | bit 4h + j of hmask[l] << 2; value d * (sc - 32) * (q - 4).
+// The 16 six-bit scale codes written out by hand: low nibbles of sub-blocks 0-7 in bytes 0-7,
+// of 8-15 in the high nibbles of bytes 0-7; top two bits of sub-block s at bits 2(s/4) of byte
+// 8 + s%4.
+TEST(GgmlKnownBlocks, Q3_K) {
+  // Codes 0, 63, 32, 33, 31, 1, 62, 16, 48, 5, 40, 20, 59, 7, 36, 10: scales -32, 31, 0, 1, -1,
+  // -31, 30, -16, 16, -27, 8, -12, 27, -25, 4, -22.
+  constexpr int kCode[16] = {0, 63, 32, 33, 31, 1, 62, 16, 48, 5, 40, 20, 59, 7, 36, 10};
+  constexpr uint8_t kPacked[12] = {
+      // bytes 0-7: low nibble = code s & 15, high nibble = code s+8 & 15
+      0x00, 0x5F, 0x80, 0x41, 0xBF, 0x71, 0x4E, 0xA0,
+      // bytes 8-11: bits 0-1 code k >> 4, 2-3 code 4+k >> 4, 4-5 code 8+k >> 4, 6-7 code 12+k >> 4
+      0xF4, 0x03, 0xAE, 0x16};
+  BlockQ3_K b{};
+  b.d = 0x3400;  // 0.25
+  std::memcpy(b.scales, kPacked, 12);
+  for (int i = 0; i < 64; ++i) b.qs[i] = static_cast<uint8_t>(i * 53 + 17);
+  for (int i = 0; i < 32; ++i) b.hmask[i] = static_cast<uint8_t>(i * 71 + 3);
+  const auto y = decode(GgmlType::Q3_K, b);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32, s = e / 16;
+    const int q = ((b.qs[32 * h + l] >> (2 * j)) & 3) | (((b.hmask[l] >> (4 * h + j)) & 1) << 2);
+    EXPECT_EQ(y[e], 0.25f * (kCode[s] - 32) * (q - 4)) << e;
+  }
+  // By hand: qs[0] = 17 = 0b00010001, hmask[0] = 3 = 0b00000011: element 0 q = 1 | 4 = 5,
+  // element 32 q = 0 | 4 = 4, element 64 q = 1 (no high bit) -> -3, element 96 q = 0 -> -4.
+  EXPECT_EQ(y[0], 0.25f * -32 * 1);   // -8
+  EXPECT_EQ(y[32], 0.25f * 0 * 0);    // scale 0
+  EXPECT_EQ(y[64], 0.25f * -1 * -3);  // 0.75
+  EXPECT_EQ(y[96], 0.25f * 30 * -4);  // -30
+  // hmask[0] bit 4 clear: element 128 (s 8, scale 16) q = qs[32] & 3 = (32*53+17 = 1713 & 255
+  // = 177 = 0b10110001) & 3 = 1 -> -3.
+  EXPECT_EQ(y[128], 0.25f * 16 * -3);  // -12
+}
+
+TEST(GgmlKnownBlocks, IQ4_NL) {
+  BlockIQ4_NL b{};
+  b.d = 0x3800;  // 0.5
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const auto y = decode(GgmlType::IQ4_NL, b);
+  // Low nibbles are elements 0..15, high nibbles 16..31; value d * kvalues_iq4nl[code].
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * kValuesIQ4NL[j]) << j;
+    EXPECT_EQ(y[16 + j], 0.5f * kValuesIQ4NL[15 - j]) << j;
+  }
+  EXPECT_EQ(y[0], -63.5f);   // -127 / 2
+  EXPECT_EQ(y[7], -5.0f);    // -10 / 2
+  EXPECT_EQ(y[8], 0.5f);     // 1 / 2
+  EXPECT_EQ(y[15], 56.5f);   // 113 / 2
+  EXPECT_EQ(y[16], 56.5f);   // code 15
+  EXPECT_EQ(y[20], 19.0f);   // code 11: 38 / 2
+  EXPECT_EQ(y[31], -63.5f);  // code 0
+}
+
+// IQ4_XS: sub-block b (32 elements, laid out as an IQ4_NL block in qs[16b..16b+16)) has scale
+// ls - 32 with ls = nibble (b % 2) of scales_l[b / 2] | bits 2b..2b+1 of scales_h << 4.
+TEST(GgmlKnownBlocks, IQ4_XS) {
+  // ls 0, 63, 32, 33, 1, 48, 17, 40: scales -32, 31, 0, 1, -31, 16, -15, 8.
+  constexpr int kLs[8] = {0, 63, 32, 33, 1, 48, 17, 40};
+  BlockIQ4_XS b{};
+  b.d = 0x3C00;          // 1.0
+  b.scales_l[0] = 0xF0;  // ls 0 -> 0, ls 63 -> 15
+  b.scales_l[1] = 0x10;  // ls 32 -> 0, ls 33 -> 1
+  b.scales_l[2] = 0x01;  // ls 1 -> 1, ls 48 -> 0
+  b.scales_l[3] = 0x81;  // ls 17 -> 1, ls 40 -> 8
+  // top bits 0, 3, 2, 2, 0, 3, 1, 2 at bits 2b: 0b10'01'11'00'10'10'11'00
+  b.scales_h = 0x9CAC;
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>(i * 37 + 5);
+  const auto y = decode(GgmlType::IQ4_XS, b);
+  for (int e = 0; e < 256; ++e) {
+    const int sb = e / 32, k = e % 32;
+    const uint8_t byte = b.qs[16 * sb + k % 16];
+    const int code = k < 16 ? (byte & 0xF) : (byte >> 4);
+    EXPECT_EQ(y[e], 1.0f * (kLs[sb] - 32) * kValuesIQ4NL[code]) << e;
+  }
+  // By hand: qs[0] = 5 -> elements 0 (code 5: -35) and 16 (code 0: -127), scale -32;
+  // qs[16] = 597 & 255 = 85 = 0x55 -> elements 32 and 48 (code 5), scale 31.
+  EXPECT_EQ(y[0], 1120.0f);    // -32 * -35
+  EXPECT_EQ(y[16], 4064.0f);   // -32 * -127
+  EXPECT_EQ(y[32], -1085.0f);  // 31 * -35
+  EXPECT_EQ(y[64], 0.0f);      // scale 0
 }
 
 }  // namespace

@@ -85,8 +85,55 @@ TEST_F(GgufHostileTest, UnknownTensorTypeNamesNumberAndTensor) {
 }
 
 TEST_F(GgufHostileTest, RefusedTypeIsNamedByTheLoader) {
-  expect_load_fails("q2k", hostile_refused_type_q2k(),
-                    {"Q2_K", "blk.0.attn_q.weight", "not support"});
+  // The message lists what is supported, from the type table (the four low-bit types included).
+  expect_load_fails("iq2_xxs", hostile_refused_type_iq2_xxs(),
+                    {"IQ2_XXS", "blk.0.attn_q.weight", "not support",
+                     "(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
+                     "Q6_K, IQ4_NL, IQ4_XS, BF16)"});
+}
+
+// The low-bit types the engine does not compute with stay refused, each by its GGUF name, with
+// the tensor and the supported list: every IQ1/IQ2/IQ3 and TQ type.
+TEST_F(GgufHostileTest, RemainingLowBitTypesAreRefusedByName) {
+  for (GgmlType t :
+       {GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+        GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
+    const std::string name = type_name(static_cast<uint32_t>(t));
+    expect_load_fails(name, hostile_refused_type(t),
+                      {"tensor 'blk.0.attn_q.weight' has type " + name, "not support",
+                       "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS"});
+  }
+}
+
+// A low-bit file cut inside its data names the first tensor that no longer fits, with the byte
+// it should end at: for each mix, the last tensor of the mix's own type, cut one byte short.
+TEST_F(GgufHostileTest, TruncatedLowBitTensorIsNamed) {
+  const std::pair<const char*, GgmlType> mixes[] = {{"q2_k", GgmlType::Q2_K},
+                                                    {"q3_k_m", GgmlType::Q3_K},
+                                                    {"iq4_nl", GgmlType::IQ4_NL},
+                                                    {"iq4_xs", GgmlType::IQ4_XS}};
+  for (const auto& [mix, type] : mixes) {
+    SCOPED_TRACE(mix);
+    TestModelSpec s;
+    s.mix = mix;
+    s.n_embd = 256;
+    s.n_ff = 256;
+    s.head_dim = 64;
+    s.n_layer = 1;
+    auto m = build_test_model(s);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const std::vector<uint8_t> full = m->serialize();
+    const GgufLayout layout = scan_gguf_layout(full);
+    const GgufLayout::Tensor* cut = nullptr;
+    for (const TestTensor& t : m->tensors) {
+      if (t.type == type) cut = &layout.tensor(t.name);
+    }
+    ASSERT_NE(cut, nullptr);
+    const std::vector<uint8_t> bytes(full.begin(),
+                                     full.begin() + static_cast<std::ptrdiff_t>(cut->data_end - 1));
+    expect_open_fails(std::string("trunc-") + mix, bytes,
+                      {"tensor '" + cut->name + "' ends at byte " + std::to_string(cut->data_end)});
+  }
 }
 
 TEST_F(GgufHostileTest, UnknownArchitectureListsTheSupportedOnes) {

@@ -23,8 +23,9 @@ namespace spw::kernels {
 namespace {
 
 constexpr GgmlType kTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,   GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
 };
 
 using test::bits_of;
@@ -183,7 +184,8 @@ TEST(KernelQuantMath, GroupRunsAreFourAligned) {
       EXPECT_EQ(TR::kBlockElems, type_traits(static_cast<uint32_t>(type))->block_size);
     });
   }
-  EXPECT_FALSE(dispatch_type(GgmlType::Q2_K, [](auto) {}));
+  EXPECT_FALSE(dispatch_type(GgmlType::IQ2_XXS, [](auto) {}));
+  EXPECT_FALSE(dispatch_type(GgmlType::TQ2_0, [](auto) {}));
   EXPECT_FALSE(dispatch_type(GgmlType::Q8_1, [](auto) {}));
 }
 
@@ -205,6 +207,14 @@ TEST(KernelQuantMath, BlockShapeAgreesWithTheTypeTable) {
     }
   }
   EXPECT_EQ(n_supported, static_cast<int>(std::size(kTypes)));
+}
+
+// The IQ4 grid the kernels select from packed words must be formats/ggml_format.h's table.
+TEST(KernelQuantMath, Iq4GridEqualsTheTable) {
+  for (uint32_t code = 0; code < 16; ++code) {
+    EXPECT_EQ(small_uint_to_float<128>(iq4nl_biased(code)), static_cast<float>(kValuesIQ4NL[code]))
+        << code;
+  }
 }
 
 TEST(KernelQuantMath, HalfToFloatEveryPattern) {

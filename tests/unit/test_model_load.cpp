@@ -21,11 +21,12 @@ namespace spw {
 namespace {
 
 constexpr GgmlType kSupportedTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,   GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
-bool is_k_quant(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+bool is_k_quant(GgmlType t) {  // 256-element super-blocks: the K-quants and IQ4_XS
+  return type_traits(static_cast<uint32_t>(t))->block_size == 256;
 }
 
 // A small spec for (arch, type). K-quants need every row length to be a multiple of 256, so
@@ -244,6 +245,68 @@ TEST_F(ModelLoadTest, MixedTypesLikeQ4_K_M) {
   EXPECT_EQ(*ft, 15);  // MOSTLY_Q4_K_M
 }
 
+// The mixes give each tensor the type llama.cpp's llama_tensor_get_type gives it (dense llama,
+// no imatrix; q4_k_m's attn_v excepted), and general.file_type its llama_ftype.
+TEST_F(ModelLoadTest, MixesGiveEachTensorLlamaCppsType) {
+  TestModelSpec s = spec_for("llama", GgmlType::Q4_K);
+  s.n_layer = 16;
+  s.n_head_kv = 1;  // n_gqa 4: q2_k and iq4_xs raise attn_v
+  struct Want {
+    const char* mix;
+    int64_t file_type;
+    GgmlType embd, output, attn_q, attn_output, attn_v0, attn_v2, ffn_down0, ffn_down1, ffn_up;
+  };
+  using G = GgmlType;
+  const Want wants[] = {
+      {"q2_k", 10, G::Q2_K, G::Q6_K, G::Q2_K, G::Q3_K, G::Q4_K, G::Q4_K, G::Q3_K, G::Q3_K, G::Q2_K},
+      {"q3_k_s", 11, G::Q3_K, G::Q6_K, G::Q3_K, G::Q3_K, G::Q3_K, G::Q3_K, G::Q3_K, G::Q3_K,
+       G::Q3_K},
+      // attn_v: the first two Q5_K; ffn_down: the first n_layer / 16 = 1 layer Q5_K.
+      {"q3_k_m", 12, G::Q3_K, G::Q6_K, G::Q3_K, G::Q4_K, G::Q5_K, G::Q4_K, G::Q5_K, G::Q4_K,
+       G::Q3_K},
+      {"q3_k_l", 13, G::Q3_K, G::Q6_K, G::Q3_K, G::Q5_K, G::Q5_K, G::Q5_K, G::Q5_K, G::Q5_K,
+       G::Q3_K},
+      // attn_v: Q6_K in every layer, the test models' historical rule (quant_mix.h); llama.cpp
+      // gives it Q6_K in use_more_bits() layers only.
+      {"q4_k_m", 15, G::Q4_K, G::Q6_K, G::Q4_K, G::Q4_K, G::Q6_K, G::Q6_K, G::Q6_K, G::Q6_K,
+       G::Q4_K},
+      // ffn_down: the first n_layer / 8 = 2 layers Q5_K.
+      {"iq4_nl", 25, G::IQ4_NL, G::Q6_K, G::IQ4_NL, G::IQ4_NL, G::Q5_K, G::Q5_K, G::Q5_K, G::Q5_K,
+       G::IQ4_NL},
+      {"iq4_xs", 30, G::IQ4_XS, G::Q6_K, G::IQ4_XS, G::IQ4_XS, G::Q5_K, G::Q5_K, G::Q5_K, G::Q5_K,
+       G::IQ4_XS},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.mix);
+    s.mix = w.mix;
+    const std::string path = dir_.file(std::string(w.mix) + ".gguf");
+    ASSERT_TRUE(write_test_model(s, path).ok());
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const Model& mm = **m;
+    EXPECT_EQ(mm.token_embd->type, w.embd);
+    EXPECT_EQ(mm.output->type, w.output);
+    EXPECT_EQ(mm.layers[5].attn_q->type, w.attn_q);
+    EXPECT_EQ(mm.layers[5].attn_output->type, w.attn_output);
+    EXPECT_EQ(mm.layers[0].attn_v->type, w.attn_v0);
+    EXPECT_EQ(mm.layers[2].attn_v->type, w.attn_v2);
+    EXPECT_EQ(mm.layers[0].ffn_down->type, w.ffn_down0);
+    EXPECT_EQ(mm.layers[1].ffn_down->type, w.ffn_down1);
+    EXPECT_EQ(mm.layers[5].ffn_up->type, w.ffn_up);
+    auto ft = mm.file().get_int("general.file_type");
+    ASSERT_TRUE(ft.ok());
+    EXPECT_EQ(*ft, w.file_type);
+  }
+  // n_gqa 2: q2_k's attn_v is Q3_K; iq4_xs's stays IQ4_XS. Tied: token_embd takes output's Q6_K.
+  s.n_head_kv = 2;
+  s.tied_embeddings = true;
+  s.mix = "q2_k";
+  EXPECT_EQ(s.layer_type("attn_v", 3), GgmlType::Q3_K);
+  EXPECT_EQ(s.embd(), GgmlType::Q6_K);
+  s.mix = "iq4_xs";
+  EXPECT_EQ(s.layer_type("attn_v", 3), GgmlType::IQ4_XS);
+}
+
 TEST_F(ModelLoadTest, MissingTensorIsNamed) {
   auto tm = build_test_model(TestModelSpec{});
   ASSERT_TRUE(tm.ok());
@@ -424,9 +487,12 @@ TEST(ModelLoadTestModel, SpecChecksNameTheRule) {
   TestModelSpec o;
   o.head_dim = 15;
   expect_bad(o, {"head_dim 15"});
-  TestModelSpec r;
-  r.weight_type = GgmlType::Q2_K;
-  expect_bad(r, {"Q2_K"});
+  TestModelSpec r = spec_for("llama", GgmlType::Q4_K);
+  r.weight_type = GgmlType::IQ2_XXS;  // rows fit its 256-blocks; the type itself is refused
+  expect_bad(r, {"IQ2_XXS", "not one of the supported types"});
+  TestModelSpec mix;
+  mix.mix = "q5_k_m";
+  expect_bad(mix, {"unknown mix 'q5_k_m'", "q3_k_m", "iq4_xs"});
   TestModelSpec ver;
   ver.gguf_version = 1;
   expect_bad(ver, {"version 1"});
@@ -439,7 +505,11 @@ TEST(ModelLoadTestModel, SpecChecksNameTheRule) {
 TEST(ModelLoadTestModel, ParseType) {
   EXPECT_EQ(parse_test_model_type("Q4_K"), GgmlType::Q4_K);
   EXPECT_EQ(parse_test_model_type("BF16"), GgmlType::BF16);
-  EXPECT_EQ(parse_test_model_type("Q2_K"), std::nullopt);
+  EXPECT_EQ(parse_test_model_type("Q2_K"), GgmlType::Q2_K);
+  EXPECT_EQ(parse_test_model_type("Q3_K"), GgmlType::Q3_K);
+  EXPECT_EQ(parse_test_model_type("IQ4_NL"), GgmlType::IQ4_NL);
+  EXPECT_EQ(parse_test_model_type("IQ4_XS"), GgmlType::IQ4_XS);
+  EXPECT_EQ(parse_test_model_type("IQ2_XXS"), std::nullopt);  // known, not supported
   EXPECT_EQ(parse_test_model_type("q4_k"), std::nullopt);
 }
 
