@@ -26,7 +26,7 @@ PACKAGES=(
   cmake ninja-build pkg-config ccache g++
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev qt6-svg-dev libgl1-mesa-dev
   libxkbcommon-dev
-  libpoppler-qt6-dev libpoppler-cpp-dev libsqlite3-dev
+  libpoppler-qt6-dev libpoppler-cpp-dev libsqlite3-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev libfmt-dev
   libhwy-dev libopenblas-dev

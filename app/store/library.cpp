@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "app/store/migrations.h"
+#include "app/store/search_tokenizer.h"
 #include "app/store/sqlite_stmt.h"
 
 namespace spw::app {
@@ -218,6 +219,9 @@ Expected<std::unique_ptr<Library>> Library::open(const std::filesystem::path& db
   }
   std::unique_ptr<Library> lib(new Library(db, db_file));
   sqlite3_busy_timeout(db, 5000);
+  if (auto s = register_search_tokenizer(db); !s) {
+    return make_error("library database '{}': {}", db_file.string(), s.error().message);
+  }
   if (auto s = sql::exec(db, kPragmas, "setting up the library database"); !s) {
     return make_error("library database '{}': {}", db_file.string(), s.error().message);
   }
