@@ -31,7 +31,7 @@ PACKAGES=(
   libpcre2-dev nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev libfmt-dev
   libhwy-dev libopenblas-dev
   libtesseract-dev tesseract-ocr tesseract-ocr-eng
-  libcpp-httplib-dev qpdf poppler-utils
+  libcpp-httplib-dev qpdf poppler-utils wamerican
   xvfb xauth imagemagick
 )
 

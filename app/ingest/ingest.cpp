@@ -10,6 +10,11 @@
 namespace spw::app {
 namespace {
 
+// A page whose text layer has fewer characters than this, over an image that covers at least
+// kScanInkShare of the page outside that text, is a scanned page (a stamp, a page number).
+constexpr int64_t kMaxStampChars = 40;
+constexpr double kScanInkShare = 0.25;
+
 Expected<std::string> sha256_file(const std::filesystem::path& file) {
   QFile f(QFile::decodeName(file.c_str()));
   if (!f.open(QIODevice::ReadOnly)) {
@@ -95,8 +100,27 @@ Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pd
     } else {
       pl.lines = std::move(page->lines);
       pl.height = page->height;
-      if (!page->has_text && r.has_ink(i)) {
-        rec.scanned = true;
+      // A text layer that is not text (unmapped glyphs, symbol or letter soup) is read by OCR
+      // when asked, as a scan is; otherwise it is flagged after normalisation.
+      bool unreliable = false;
+      if (page->has_text && opts.ocr) {
+        std::string raw;
+        for (const LayoutLine& l : pl.lines) raw += l.text + '\n';
+        unreliable = looks_undecodable(raw);
+      }
+      // The image of a page with a stamp or a page number in its text layer ("Scan 0042") is
+      // a scan too.
+      bool stamped_scan = false;
+      if (page->has_text && !unreliable && page->rotated_text == 0) {
+        int64_t n_chars = 0;
+        for (const LayoutLine& l : pl.lines) {
+          for (const char c : l.text)
+            n_chars += c != ' ' && (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+        }
+        stamped_scan = n_chars < kMaxStampChars && r.ink_outside_text(i, pl.lines) >= kScanInkShare;
+      }
+      if (unreliable || stamped_scan || (!page->has_text && r.has_ink(i))) {
+        rec.scanned = !unreliable;
         if (opts.ocr) {
           if (!ocr) {
             auto engine = OcrEngine::create(opts.ocr_language);
@@ -108,8 +132,15 @@ Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pd
           pl.lines = text_lines(*text);
           pl.height = 0;
           rec.ocr = true;
-          result.warnings.push_back({i + 1, "no text layer (scanned): text read by OCR"});
-        } else {
+          result.warnings.push_back(
+              {i + 1, unreliable ? "text layer unreliable (unmapped glyphs, symbols or letter "
+                                   "soup): text read by OCR"
+                                 : "no text layer (scanned): text read by OCR"});
+        } else if (stamped_scan) {
+          result.warnings.push_back({i + 1,
+                                     "an image of a page with only a few characters of text "
+                                     "(scanned): not read; run with --ocr to read it"});
+        } else if (!unreliable) {
           result.warnings.push_back(
               {i + 1, "no text layer (scanned): no text stored; run with --ocr to read it"});
         }
@@ -142,8 +173,9 @@ Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pd
       rec.text.clear();
       rec.boilerplate.clear();
       ++n_undecodable;
-      result.warnings.push_back(
-          {i + 1, "text layer cannot be decoded (unmapped glyphs): not used"});
+      result.warnings.push_back({i + 1,
+                                 "text layer unreliable (unmapped glyphs, symbols or letter "
+                                 "soup): not used; run with --ocr to read it"});
     }
   }
 

@@ -54,9 +54,10 @@ struct IngestResult {
 ///  - cancelled through `progress`;
 ///  - the database write failed.
 /// Warnings (the document is still stored): a page without a text layer (scanned; OCR'd with
-/// opts.ocr), an undecodable page (its normalised text left empty), a damaged file that poppler
-/// repaired (page 0), no page with text at all (page 0: DocumentRecord::no_text, never answer
-/// from it). A blank page (no text, no ink) is neither scanned nor warned about. opts.ocr
+/// opts.ocr), an unreliable page (PageRecord::undecodable: unmapped glyphs, symbol or letter
+/// soup, see TextQuality; OCR'd with opts.ocr, else its normalised text left empty), a damaged file
+/// that poppler repaired (page 0), no page with text at all (page 0: DocumentRecord::no_text, never
+/// answer from it). A blank page (no text, no ink) is neither scanned nor warned about. opts.ocr
 /// without tesseract in the build is an error. Progress and cancel: see IngestProgressFn.
 Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pdf,
                                    const IngestOptions& opts = {},

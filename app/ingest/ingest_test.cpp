@@ -211,7 +211,7 @@ TEST_F(IngestPdf, UndecodablePageIsFlaggedAndNotFed) {
   EXPECT_FALSE(r.document.no_text);
   ASSERT_FALSE(r.warnings.empty());
   EXPECT_EQ(r.warnings[0].page_no, 1);
-  EXPECT_NE(r.warnings[0].message.find("cannot be decoded"), std::string::npos);
+  EXPECT_NE(r.warnings[0].message.find("text layer unreliable"), std::string::npos);
 }
 
 TEST_F(IngestPdf, FormFieldsAreIncludedWithTheirPage) {
@@ -261,6 +261,43 @@ TEST_F(IngestPdf, ScannedPageWithoutOcrIsFlaggedAndStored) {
   EXPECT_FALSE(pages[2].scanned);
   EXPECT_EQ(r.document.n_scanned, 1);
   EXPECT_FALSE(r.document.no_text);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].page_no, 1);
+  EXPECT_NE(r.warnings[0].message.find("--ocr"), std::string::npos);
+}
+
+TEST_F(IngestPdf, AFullPageImageWithAStampIsScannedAndALogoPageIsNot) {
+  // The image of a page (dark lines all over it) with "Scan 0042" in the text layer.
+  test::PdfImage page_image;
+  page_image.width = 96;
+  page_image.height = 128;
+  page_image.gray.assign(96 * 128, '\xff');
+  for (int r = 4; r < 124; r += 4) {
+    for (int c = 6; c < 90; ++c) page_image.gray[static_cast<size_t>(r * 96 + c)] = '\x10';
+  }
+  page_image.x = 0;
+  page_image.y = 0;
+  page_image.w = 612;
+  page_image.h = 792;
+  PdfPage scan;
+  scan.images.push_back(page_image);
+  scan.runs.push_back(PdfTextRun{500, 770, 8, "Scan 0042", 0, 0});
+  // A cover with a small logo and a title, and a short text page: not scans.
+  PdfPage cover;
+  cover.images.push_back(gray_box(64, 64, 72, 600, 80, 80));
+  cover.runs.push_back(PdfTextRun{72, 500, 24, "Annual Report 2023", 0, 0});
+  PdfPage short_page;
+  short_page.runs.push_back(PdfTextRun{72, 700, 12, "Notes", 0, 0});
+  const auto r = ingest_ok(write_pdf("stamp.pdf", PdfDoc{{scan, cover, short_page}, "", {}}));
+  const auto pages = pages_of(r.doc_id);
+  ASSERT_EQ(pages.size(), 3u);
+  EXPECT_TRUE(pages[0].scanned);
+  EXPECT_FALSE(pages[0].ocr);
+  EXPECT_EQ(pages[0].text, "Scan 0042");  // kept for search, never given to the model
+  EXPECT_FALSE(pages[1].scanned);
+  EXPECT_EQ(pages[1].text, "Annual Report 2023");
+  EXPECT_FALSE(pages[2].scanned);
+  EXPECT_EQ(r.document.n_scanned, 1);
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_EQ(r.warnings[0].page_no, 1);
   EXPECT_NE(r.warnings[0].message.find("--ocr"), std::string::npos);

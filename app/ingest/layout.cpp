@@ -1,5 +1,9 @@
 #include "app/ingest/layout.h"
 
+#include <unicode/ubidi.h>
+#include <unicode/uchar.h>
+#include <unicode/ustring.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -13,6 +17,7 @@ using Interval = std::pair<double, double>;  // [a, b) in x
 using Intervals = std::vector<Interval>;
 
 constexpr int kMinColumnRows = 3;           // rows of text on each side of a gutter
+constexpr int kMinShortColumnRows = 2;      // a short block: two rows, left and right aligned
 constexpr size_t kMaxRowsForColumns = 250;  // beyond this (dense charts) read row by row
 constexpr int kMaxDepth = 2;                // columns inside columns, once
 
@@ -105,8 +110,8 @@ bool has_wide(const Intervals& v, double min_width) {
 
 // Whether the most common start position (within `tol`) holds half of `starts` and the two
 // most common hold 70%.
-bool starts_aligned(std::vector<double> starts, double tol) {
-  if (starts.size() < static_cast<size_t>(kMinColumnRows)) return false;
+bool starts_aligned(std::vector<double> starts, double tol, int min_rows) {
+  if (starts.size() < static_cast<size_t>(min_rows)) return false;
   std::sort(starts.begin(), starts.end());
   std::vector<int> groups;
   double group_start = starts[0];
@@ -156,7 +161,8 @@ bool wider_than_word_gaps(const std::vector<WordBox>& w, const std::vector<Row>&
 // further down), wider than a list bullet or a line-number margin, and lines on the right that
 // start at one x.
 Intervals gutters(const std::vector<WordBox>& w, const std::vector<Row>& rows, size_t i, size_t j,
-                  const Intervals& free, double min_gutter, double min_column, double h) {
+                  const Intervals& free, double min_gutter, double min_column, double h,
+                  int min_rows) {
   Intervals out;
   for (const Interval& g : free) {
     if (g.second - g.first < min_gutter) continue;
@@ -171,7 +177,19 @@ Intervals gutters(const std::vector<WordBox>& w, const std::vector<Row>& rows, s
         break;
       }
     }
-    if (!starts_aligned(starts, std::max(2.0, 0.3 * h))) continue;
+    const double tol = std::max(2.0, 0.3 * h);
+    if (!starts_aligned(starts, tol, min_rows)) continue;
+    if (min_rows < kMinColumnRows) {
+      // Two rows say little: both columns must start their lines at one x.
+      std::vector<double> left_starts;
+      for (size_t k = i; k <= j; ++k) {
+        if (w[rows[k].words.front()].x1 <= g.first) left_starts.push_back(rows[k].min_x0);
+      }
+      if (left_starts.size() != starts.size()) continue;
+      const auto [lo, hi] = std::minmax_element(left_starts.begin(), left_starts.end());
+      const auto [rlo, rhi] = std::minmax_element(starts.begin(), starts.end());
+      if (*hi - *lo > tol || *rhi - *rlo > tol) continue;
+    }
     if (!wider_than_word_gaps(w, rows, i, j, g)) continue;
     // Prose on both sides: a table's label column (a word or two per row) is read row by row.
     int left_words = 0, right_words = 0;
@@ -198,8 +216,7 @@ Intervals gutters(const std::vector<WordBox>& w, const std::vector<Row>& rows, s
     right.extent = right_max - g.second;
     bool ok = true;
     for (const Side* side : {&left, &right}) {
-      ok &= side->n >= kMinColumnRows &&
-            2 * side->n >= static_cast<int>(side->last - side->first + 1) &&
+      ok &= side->n >= min_rows && 2 * side->n >= static_cast<int>(side->last - side->first + 1) &&
             side->extent >= min_column;
     }
     ok &= 2 * left_words >= 5 * left.n && 2 * right_words >= 5 * right.n;
@@ -217,32 +234,139 @@ bool is_ltr_letter(char32_t c) {
          (c >= 0x1E00 && c <= 0x1FFF) || (c >= 0x3040 && c <= 0x9FFF);
 }
 
-LayoutLine make_line(const std::vector<WordBox>& w, const Row& row, double h) {
-  std::vector<int> order = row.words;
-  int rtl = 0, ltr = 0;
-  for (const int i : order) {
-    utf8::for_each(w[i].text, [&](char32_t c, size_t, size_t) {
-      rtl += is_rtl(c);
-      ltr += is_ltr_letter(c);
-    });
+std::u16string to_u16(std::string_view s) {
+  std::u16string out(s.size() + 1, u'\0');
+  int32_t n = 0;
+  UErrorCode err = U_ZERO_ERROR;
+  u_strFromUTF8Lenient(reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &n,
+                       s.data(), static_cast<int32_t>(s.size()), &err);
+  out.resize(U_SUCCESS(err) ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+std::string to_u8(const std::u16string& s) {
+  std::string out(s.size() * 3 + 1, '\0');
+  int32_t n = 0;
+  UErrorCode err = U_ZERO_ERROR;
+  u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &n,
+              reinterpret_cast<const UChar*>(s.data()), static_cast<int32_t>(s.size()), &err);
+  out.resize(U_SUCCESS(err) ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// `text` reordered by ICU's bidi: `inverse` takes it as visual and writes logical order, else
+// logical to visual. Empty on an ICU error (the caller keeps the input).
+std::string reorder(const std::string& text, bool rtl_paragraph, bool inverse) {
+  const std::u16string u = to_u16(text);
+  if (u.empty()) return {};
+  UErrorCode err = U_ZERO_ERROR;
+  UBiDi* bidi = ubidi_open();
+  if (!bidi) return {};
+  if (inverse) ubidi_setReorderingMode(bidi, UBIDI_REORDER_INVERSE_LIKE_DIRECT);
+  ubidi_setPara(bidi, reinterpret_cast<const UChar*>(u.data()), static_cast<int32_t>(u.size()),
+                rtl_paragraph ? 1 : 0, nullptr, &err);
+  std::u16string out(u.size() * 2 + 8, u'\0');
+  const int32_t n = ubidi_writeReordered(
+      bidi, reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()),
+      UBIDI_DO_MIRRORING | UBIDI_KEEP_BASE_COMBINING | UBIDI_REMOVE_BIDI_CONTROLS, &err);
+  ubidi_close(bidi);
+  if (U_FAILURE(err)) return {};
+  out.resize(static_cast<size_t>(n));
+  return to_u8(out);
+}
+
+// A word's code points left to right as displayed: by their box centres, each combining mark
+// kept after its base. Without positions the text is taken as logical order.
+std::string visual_word(const WordBox& b) {
+  struct Cluster {
+    double x;
+    std::string text;
+  };
+  std::vector<Cluster> clusters;
+  size_t k = 0;
+  bool positioned = true;
+  utf8::for_each(b.text, [&](char32_t c, size_t pos, size_t len) {
+    const std::string_view cp(b.text.data() + pos, len);
+    const bool mark = u_charType(static_cast<UChar32>(c)) == U_NON_SPACING_MARK;
+    if (k >= b.char_x.size()) positioned = false;
+    const double x = k < b.char_x.size() ? b.char_x[k] : 0;
+    ++k;
+    if (mark && !clusters.empty()) {
+      clusters.back().text += cp;
+    } else {
+      clusters.push_back(Cluster{x, std::string(cp)});
+    }
+  });
+  if (!positioned || k != b.char_x.size()) {
+    const std::string v = reorder(b.text, true, false);
+    return v.empty() ? b.text : v;
   }
-  // A right-to-left line is read from its right end (logical order).
-  if (rtl > ltr) std::reverse(order.begin(), order.end());
+  std::stable_sort(clusters.begin(), clusters.end(),
+                   [](const Cluster& a, const Cluster& c) { return a.x < c.x; });
+  std::string out;
+  for (const Cluster& c : clusters) out += c.text;
+  return out;
+}
+
+// The direction of the first strong character from the left / right of `visual`: 'L', 'R' or 0.
+std::pair<char, char> end_directions(const std::string& visual) {
+  char first = 0, last = 0;
+  utf8::for_each(visual, [&](char32_t c, size_t, size_t) {
+    const UCharDirection d = u_charDirection(static_cast<UChar32>(c));
+    const char dir = d == U_LEFT_TO_RIGHT                                    ? 'L'
+                     : (d == U_RIGHT_TO_LEFT || d == U_RIGHT_TO_LEFT_ARABIC) ? 'R'
+                                                                             : 0;
+    if (!dir) return;
+    if (!first) first = dir;
+    last = dir;
+  });
+  return {first, last};
+}
+
+// A line with right-to-left letters: words left to right (row.words is by x), each word's
+// glyphs by position, a space where the glyphs leave a gap, then logical order. The base
+// direction: right-to-left when the line begins (at its right end) with an RTL letter and ends
+// (at its left end) with one, left-to-right when both ends are LTR, else the page's majority.
+std::string rtl_line_text(const std::vector<WordBox>& w, const Row& row, double h, bool page_rtl) {
+  std::string visual;
+  const WordBox* prev = nullptr;
+  for (const int i : row.words) {
+    const WordBox& b = w[i];
+    if (b.text.empty()) continue;
+    if (prev && b.x0 - prev->x1 > 0.15 * h) visual += ' ';
+    visual += visual_word(b);
+    prev = &b;
+  }
+  const auto [left, right] = end_directions(visual);
+  const bool rtl = (left == 'R' && right == 'R') || (left != right && page_rtl);
+  const std::string logical = reorder(visual, rtl, true);
+  return logical.empty() ? visual : logical;
+}
+
+LayoutLine make_line(const std::vector<WordBox>& w, const Row& row, double h, bool page_rtl) {
+  int rtl = 0;
+  for (const int i : row.words) {
+    utf8::for_each(w[i].text, [&](char32_t c, size_t, size_t) { rtl += is_rtl(c); });
+  }
   LayoutLine line;
   line.x0 = row.min_x0;
   line.x1 = row.max_x1;
-  line.y0 = w[order.front()].y0;
-  line.y1 = w[order.front()].y1;
+  line.y0 = w[row.words.front()].y0;
+  line.y1 = w[row.words.front()].y1;
+  for (const int i : row.words) {
+    if (w[i].text.empty()) continue;
+    line.y0 = std::min(line.y0, w[i].y0);
+    line.y1 = std::max(line.y1, w[i].y1);
+  }
+  if (rtl > 0) {
+    line.text = rtl_line_text(w, row, h, page_rtl);
+    return line;
+  }
   const WordBox* prev = nullptr;
-  for (const int i : order) {
+  for (const int i : row.words) {
     const WordBox& b = w[i];
     if (b.text.empty()) continue;
-    line.y0 = std::min(line.y0, b.y0);
-    line.y1 = std::max(line.y1, b.y1);
-    if (prev) {
-      const double gap = rtl > ltr ? prev->x0 - b.x1 : b.x0 - prev->x1;
-      if (prev->space_after || gap > 0.15 * h) line.text += ' ';
-    }
+    if (prev && (prev->space_after || b.x0 - prev->x1 > 0.15 * h)) line.text += ' ';
     line.text += b.text;
     prev = &b;
   }
@@ -250,7 +374,7 @@ LayoutLine make_line(const std::vector<WordBox>& w, const Row& row, double h) {
 }
 
 void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int depth,
-                std::vector<LayoutLine>& out) {
+                bool page_rtl, std::vector<LayoutLine>& out) {
   if (idx.empty()) return;
   std::vector<double> heights;
   heights.reserve(idx.size());
@@ -271,7 +395,7 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
   bool next_starts_block = true;
   double prev_y1 = -1e300;
   auto emit_row = [&](const Row& row) {
-    LayoutLine line = make_line(w, row, h);
+    LayoutLine line = make_line(w, row, h, page_rtl);
     line.block_start = next_starts_block || line.y0 - prev_y1 > 0.8 * h;
     next_starts_block = false;
     prev_y1 = line.y1;
@@ -293,9 +417,16 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
       Intervals found;
       size_t end = j;
       while (end + 1 >= i + kMinColumnRows) {
-        found = gutters(w, rows, i, end, free_at[end - i], min_gutter, min_column, h);
+        found =
+            gutters(w, rows, i, end, free_at[end - i], min_gutter, min_column, h, kMinColumnRows);
         if (!found.empty() || end + 1 == i + kMinColumnRows) break;
         --end;
+      }
+      if (found.empty() && j >= i + 1) {
+        // Short column blocks: two rows whose channel passes every gutter test.
+        end = i + 1;
+        found =
+            gutters(w, rows, i, end, free_at[1], min_gutter, min_column, h, kMinShortColumnRows);
       }
       if (!found.empty()) {
         // Columns between the gutters, each laid out on its own (its rows re-formed).
@@ -310,7 +441,7 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
         }
         for (const auto& col : columns) {
           const size_t first = out.size();
-          layout_rec(w, col, depth + 1, out);
+          layout_rec(w, col, depth + 1, page_rtl, out);
           if (out.size() > first) out[first].block_start = true;
         }
         next_starts_block = true;
@@ -326,15 +457,212 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
 
 }  // namespace
 
+namespace {
+
+// One upright CJK glyph as its own word (a character of vertical text, or of horizontal text
+// placed glyph by glyph).
+bool is_cjk_cell(const WordBox& b) {
+  size_t len = 0;
+  if (b.text.empty()) return false;
+  const char32_t c = utf8::decode(b.text, 0, len);
+  if (len != b.text.size()) return false;
+  return (c >= 0x3000 && c <= 0x30FF) || (c >= 0x3400 && c <= 0x9FFF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE10 && c <= 0xFE4F) ||
+         (c >= 0xFF00 && c <= 0xFFEF) || (c >= 0x20000 && c <= 0x3FFFF);
+}
+
+// Vertical text (tategaki): most words are single CJK glyphs and a glyph's nearest neighbour
+// below is closer than its neighbour to the right. Returns the glyphs' indexes, or none.
+std::vector<int> vertical_cells(const std::vector<WordBox>& w, const std::vector<int>& idx) {
+  std::vector<int> cells;
+  for (const int i : idx) {
+    if (is_cjk_cell(w[i])) cells.push_back(i);
+  }
+  if (cells.size() < 4 || 10 * cells.size() < 6 * idx.size()) return {};
+  std::vector<double> below, right, heights;
+  // Neighbours of a sample of the glyphs (a dense page would be quadratic otherwise).
+  const size_t step = std::max<size_t>(1, cells.size() / 400);
+  for (size_t k = 0; k < cells.size(); k += step) {
+    const int i = cells[k];
+    const WordBox& a = w[i];
+    heights.push_back(a.y1 - a.y0);
+    double best_below = 1e300, best_right = 1e300;
+    for (const int j : cells) {
+      if (j == i) continue;
+      const WordBox& b = w[j];
+      const double x_overlap = std::min(a.x1, b.x1) - std::max(a.x0, b.x0);
+      const double y_overlap = std::min(a.y1, b.y1) - std::max(a.y0, b.y0);
+      if (x_overlap >= 0.5 * (a.x1 - a.x0) && b.y0 > a.y0) {
+        best_below = std::min(best_below, b.y0 - a.y1);
+      }
+      if (y_overlap >= 0.5 * (a.y1 - a.y0) && b.x0 > a.x0) {
+        best_right = std::min(best_right, b.x0 - a.x1);
+      }
+    }
+    if (best_below < 1e299) below.push_back(best_below);
+    if (best_right < 1e299) right.push_back(best_right);
+  }
+  if (below.size() * 2 < heights.size()) return {};
+  const double h = median(heights);
+  const double right_gap = right.empty() ? 1e300 : median(right);
+  return median(below) < right_gap - 0.1 * h ? cells : std::vector<int>{};
+}
+
+// Columns of vertical glyphs: right to left, each top to bottom, one line per column.
+std::vector<LayoutLine> vertical_columns(const std::vector<WordBox>& w, std::vector<int> cells) {
+  std::sort(cells.begin(), cells.end(), [&](int a, int b) {
+    return w[a].x0 + w[a].x1 > w[b].x0 + w[b].x1;  // by centre, rightmost first
+  });
+  std::vector<std::vector<int>> columns;
+  double centre = 0, width = 0;
+  for (const int i : cells) {
+    const double cx = 0.5 * (w[i].x0 + w[i].x1);
+    if (columns.empty() || centre - cx > 0.5 * width) {
+      columns.emplace_back();
+      centre = cx;
+      width = w[i].x1 - w[i].x0;
+    }
+    columns.back().push_back(i);
+  }
+  std::vector<LayoutLine> out;
+  for (std::vector<int>& col : columns) {
+    std::stable_sort(col.begin(), col.end(), [&](int a, int b) { return w[a].y0 < w[b].y0; });
+    // Punctuation sits off the centre of its cell (。 high in it): glyphs much closer than a
+    // cell apart keep the order poppler gives them (the drawing order).
+    for (size_t k = 1; k < col.size(); ++k) {
+      const double cell = w[col[k]].y1 - w[col[k]].y0;
+      if (w[col[k]].y0 - w[col[k - 1]].y0 < 0.4 * cell && col[k] < col[k - 1]) {
+        std::swap(col[k], col[k - 1]);
+      }
+    }
+    LayoutLine line;
+    line.x0 = w[col[0]].x0;
+    line.y0 = w[col[0]].y0;
+    line.x1 = w[col[0]].x1;
+    line.y1 = w[col[0]].y1;
+    for (const int i : col) {
+      line.text += w[i].text;
+      line.x0 = std::min(line.x0, w[i].x0);
+      line.x1 = std::max(line.x1, w[i].x1);
+      line.y1 = std::max(line.y1, w[i].y1);
+    }
+    line.block_start = out.empty();
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+// Margin line numbers: indexes of the number words (see layout.h), or none.
+std::vector<int> margin_numbers(const std::vector<WordBox>& w, const std::vector<int>& idx) {
+  std::vector<int> order = idx;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return w[a].y0 < w[b].y0; });
+  std::vector<int> cand;
+  double min_other_x0 = 1e300;
+  for (const int i : idx) {
+    const WordBox& b = w[i];
+    const bool number = b.text.size() <= 2 && std::all_of(b.text.begin(), b.text.end(), [](char c) {
+                          return c >= '0' && c <= '9';
+                        });
+    // Alone at the left of its row: no word of the row starts left of it or touches it.
+    bool leftmost = number;
+    for (const int j : idx) {
+      if (!leftmost) break;
+      if (j == i) continue;
+      const WordBox& o = w[j];
+      const double y_overlap = std::min(b.y1, o.y1) - std::max(b.y0, o.y0);
+      if (y_overlap < 0.5 * std::min(b.y1 - b.y0, o.y1 - o.y0)) continue;
+      if (o.x0 < b.x1 + (b.y1 - b.y0)) leftmost = false;  // a gap of a line height at least
+    }
+    if (leftmost) cand.push_back(i);
+  }
+  if (cand.size() < 5) return {};
+  std::sort(cand.begin(), cand.end(), [&](int a, int b) { return w[a].y0 < w[b].y0; });
+  // Right-aligned (or left-aligned) in one column, counting up by one.
+  double lo = 1e300, hi = -1e300;
+  for (const int i : cand) {
+    lo = std::min(lo, w[i].x1);
+    hi = std::max(hi, w[i].x1);
+  }
+  if (hi - lo > 0.5 * (w[cand[0]].y1 - w[cand[0]].y0)) return {};
+  int steps = 0;
+  for (size_t k = 1; k < cand.size(); ++k) {
+    steps += std::stoi(w[cand[k]].text) == std::stoi(w[cand[k - 1]].text) + 1;
+  }
+  if (10 * steps < 8 * static_cast<int>(cand.size() - 1)) return {};
+  // Every other word lies right of the numbers.
+  for (const int i : idx) {
+    if (std::find(cand.begin(), cand.end(), i) == cand.end()) {
+      min_other_x0 = std::min(min_other_x0, w[i].x0);
+    }
+  }
+  return min_other_x0 > hi ? cand : std::vector<int>{};
+}
+
+}  // namespace
+
 std::vector<LayoutLine> layout_page(const std::vector<WordBox>& words) {
   std::vector<int> idx;
   idx.reserve(words.size());
   for (size_t i = 0; i < words.size(); ++i) {
     if (!words[i].text.empty()) idx.push_back(static_cast<int>(i));
   }
+  if (const std::vector<int> cells = vertical_cells(words, idx); !cells.empty()) {
+    // The other words (a horizontal header band, Latin words) are laid out on their own: those
+    // above the columns before them, the rest after.
+    double top = 1e300;
+    for (const int i : cells) top = std::min(top, words[i].y0);
+    std::vector<int> above, rest;
+    std::vector<bool> is_cell(words.size(), false);
+    for (const int i : cells) is_cell[static_cast<size_t>(i)] = true;
+    for (const int i : idx) {
+      if (is_cell[static_cast<size_t>(i)]) continue;
+      (words[i].y1 <= top ? above : rest).push_back(i);
+    }
+    std::vector<LayoutLine> out;
+    layout_rec(words, above, 0, false, out);
+    for (LayoutLine& l : vertical_columns(words, cells)) out.push_back(std::move(l));
+    const size_t first_rest = out.size();
+    layout_rec(words, rest, 0, false, out);
+    if (out.size() > first_rest) out[first_rest].block_start = true;
+    return out;
+  }
+  const std::vector<int> numbers = margin_numbers(words, idx);
+  if (!numbers.empty()) {
+    idx.erase(std::remove_if(idx.begin(), idx.end(),
+                             [&](int i) {
+                               return std::find(numbers.begin(), numbers.end(), i) != numbers.end();
+                             }),
+              idx.end());
+  }
+  int rtl = 0, ltr = 0;
+  for (const int i : idx) {
+    utf8::for_each(words[i].text, [&](char32_t c, size_t, size_t) {
+      rtl += is_rtl(c);
+      ltr += is_ltr_letter(c);
+    });
+  }
   std::vector<LayoutLine> out;
-  layout_rec(words, idx, 0, out);
+  layout_rec(words, idx, 0, rtl > ltr, out);
+  for (const int n : numbers) {
+    // The line beside the number: the most vertical overlap.
+    const WordBox& b = words[n];
+    LayoutLine* best = nullptr;
+    double best_overlap = 0;
+    for (LayoutLine& l : out) {
+      const double overlap = std::min(b.y1, l.y1) - std::max(b.y0, l.y0);
+      if (overlap > best_overlap && l.margin_number.empty()) {
+        best_overlap = overlap;
+        best = &l;
+      }
+    }
+    if (best) best->margin_number = b.text;
+  }
   return out;
+}
+
+std::string visual_to_logical(const std::string& visual, bool rtl_paragraph) {
+  const std::string out = reorder(visual, rtl_paragraph, true);
+  return out.empty() ? visual : out;
 }
 
 }  // namespace spw::app

@@ -5,7 +5,8 @@
 // vertical channel (a gutter) is read column by column, left to right, when the channel looks
 // like a gutter and not like word gaps that happen to line up:
 //  - text on both sides in at least three rows, and in most rows of its stretch (a header on
-//    one side and a footer far below do not make a column);
+//    one side and a footer far below do not make a column); or in two rows where both columns
+//    start their lines at one x each (short column blocks);
 //  - each side wider than a bullet or line-number margin, with prose (a table's label column of
 //    a word or two per row is read row by row);
 //  - the lines right of it start at one or two x positions (left-aligned text, indents);
@@ -13,6 +14,20 @@
 //    its slack evenly over all its gaps, so a channel through them is no wider than the rest).
 // Everything else is read row by row. Each column is laid out again on its own (columns inside
 // columns, once).
+//
+// Line numbers in the left margin (at least five integers of one or two digits, each alone at
+// the left of its row, aligned, counting up by one down the page) are taken out of the text
+// and kept as each line's margin_number.
+//
+// Vertical text (tategaki: most words single upright CJK glyphs, each closer to the one below
+// than to the one beside it) is read in columns, right to left, each top to bottom, one line
+// per column; other words on the page (a header band above, notes below) are laid out apart.
+//
+// A line with right-to-left letters (Hebrew, Arabic) is assembled in visual order, left to
+// right by the glyphs' positions, and converted to logical order with ICU's inverse bidi
+// (ubidi): the paragraph direction is right-to-left when RTL letters outnumber LTR ones, digits
+// and Latin runs keep their order, mirrored brackets are unmirrored, marks stay after their
+// base letter.
 #pragma once
 
 #include <string>
@@ -26,6 +41,10 @@ struct WordBox {
   std::string text;  // UTF-8
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
   bool space_after = true;  // poppler: a space follows this word on its line
+  /// x of each code point's box centre, in the order of `text` (empty: unknown). Lines with
+  /// right-to-left letters are put together from these (visual order), then turned into
+  /// logical order by the Unicode bidi algorithm (ICU), whatever order the file drew them in.
+  std::vector<double> char_x;
 };
 
 /// One line of text in reading order.
@@ -34,9 +53,17 @@ struct LayoutLine {
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
   bool block_start = false;  // first line of a column or after a vertical gap (a paragraph
                              // break is likely before it)
+  /// The number printed in the left margin beside this line (transcripts, pleadings: 1-25 down
+  /// the page), kept apart from the text; "" when none.
+  std::string margin_number;
 };
 
 /// The lines of a page in reading order. `words` in any order.
 std::vector<LayoutLine> layout_page(const std::vector<WordBox>& words);
+
+/// Visual-order text (left to right as displayed) to logical order by the inverse Unicode bidi
+/// algorithm; `rtl_paragraph`: the line's base direction is right-to-left. Bidi controls are
+/// not added. Text without RTL characters comes back unchanged.
+std::string visual_to_logical(const std::string& visual, bool rtl_paragraph);
 
 }  // namespace spw::app

@@ -174,6 +174,148 @@ TEST(IngestLayout, RightToLeftLinesAreInLogicalOrder) {
   EXPECT_EQ(lines[0].text, "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \xD7\xA2\xD7\x95\xD7\x9C\xD7\x9D");
 }
 
+TEST(IngestLayout, TwoColumnsOfTwoLinesAreReadColumnByColumn) {
+  std::vector<WordBox> w;
+  line(w, "The committee reviewed the annual", 50, 100);
+  line(w, "approved the budget for the", 320, 100);
+  line(w, "report and", 50, 112);
+  line(w, "coming fiscal year.", 320, 112);
+  const auto lines = layout_page(w);
+  ASSERT_EQ(lines.size(), 4u) << joined(lines);
+  EXPECT_EQ(joined(lines),
+            "The committee reviewed the annual\nreport and\n"
+            "approved the budget for the\ncoming fiscal year.\n");
+  EXPECT_TRUE(lines[2].block_start);
+}
+
+TEST(IngestLayout, TwoRowsWithARaggedRightSideStayRows) {
+  // A label and a value per row whose values do not start at one x: not columns.
+  std::vector<WordBox> w;
+  line(w, "Name of the tenant and others", 50, 100);
+  line(w, "John Example of the city", 320, 100);
+  line(w, "Address of the property here", 50, 112);
+  line(w, "12 Main Street in Springfield", 360, 112);
+  const auto lines = layout_page(w);
+  ASSERT_EQ(lines.size(), 2u) << joined(lines);
+  EXPECT_EQ(lines[0].text, "Name of the tenant and others John Example of the city");
+}
+
+// A right-to-left word as a PDF gives it: code points in `text` order, each with its box centre.
+WordBox rtl_word(const std::string& text, const std::vector<double>& xs, double y = 100) {
+  WordBox b{text,   *std::min_element(xs.begin(), xs.end()) - 2,
+            y,      *std::max_element(xs.begin(), xs.end()) + 2,
+            y + 10, false,
+            xs};
+  return b;
+}
+
+TEST(IngestLayout, RightToLeftGlyphsInVisualOrderBecomeLogical) {
+  // שלום עולם drawn glyph by glyph from the left (visual order: ם ו ל ע, then ם ו ל ש), the
+  // way HarfBuzz output reaches poppler; one mixed line below: מחיר 120 ל-Jane.
+  std::vector<WordBox> w;
+  const char* shin = "\xD7\xA9";
+  const char* lamed = "\xD7\x9C";
+  const char* vav = "\xD7\x95";
+  const char* mem_final = "\xD7\x9D";
+  const char* ayin = "\xD7\xA2";
+  double x = 100;
+  for (const char* c : {mem_final, lamed, vav, ayin}) {
+    w.push_back(rtl_word(c, {x}));
+    x += 4;
+  }
+  x += 6;  // the space
+  for (const char* c : {mem_final, vav, lamed, shin}) {
+    w.push_back(rtl_word(c, {x}));
+    x += 4;
+  }
+  // One box for a whole word in logical order (מחיר), its glyphs right to left.
+  w.push_back(rtl_word("\xD7\x9E\xD7\x97\xD7\x99\xD7\xA8", {180, 176, 172, 168}, 112));
+  w.push_back(WordBox{"120", 148, 112, 162, 122, true, {}});
+  w.push_back(WordBox{"Jane", 100, 112, 120, 122, false, {}});
+  w.push_back(rtl_word("-\xD7\x9C", {122, 128}, 112));  // "-" left of lamed, touching Jane
+  const auto lines = layout_page(w);
+  ASSERT_EQ(lines.size(), 2u) << joined(lines);
+  EXPECT_EQ(lines[0].text, "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \xD7\xA2\xD7\x95\xD7\x9C\xD7\x9D");
+  EXPECT_EQ(lines[1].text, "\xD7\x9E\xD7\x97\xD7\x99\xD7\xA8 120 \xD7\x9C-Jane");
+}
+
+TEST(IngestLayout, VisualToLogicalKeepsDigitsAndLatinRuns) {
+  // محمد21 habibi as displayed: "habibi 21" then دمحم at the right.
+  EXPECT_EQ(visual_to_logical("habibi 21\xD8\xAF\xD9\x85\xD8\xAD\xD9\x85", true),
+            "\xD9\x85\xD8\xAD\xD9\x85\xD8\xAF"
+            "21 habibi");
+  // Brackets displayed mirrored come back as written; left-to-right text is untouched.
+  EXPECT_EQ(visual_to_logical("(abc) \xD7\x9D\xD7\x95\xD7\x9C\xD7\xA9", true),
+            "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D (abc)");
+  EXPECT_EQ(visual_to_logical("plain text 42", false), "plain text 42");
+}
+
+TEST(IngestLayout, VerticalGlyphColumnsReadRightToLeftUnderAHeader) {
+  // Two columns of upright glyphs 14 points apart, boxes taller than the advance (they
+  // overlap vertically), a horizontal Latin header above them.
+  std::vector<WordBox> w;
+  line(w, "Header line", 20, 5);
+  const char* right_col[] = {"\xE6\x9D\xB1", "\xE4\xBA\xAC", "\xE9\x83\xBD"};  // 東京都
+  const char* left_col[] = {"\xE5\x8C\x97", "\xE6\xB5\xB7", "\xE9\x81\x93"};   // 北海道
+  for (int k = 0; k < 3; ++k) {
+    const double y = 30 + 13.0 * k;
+    w.push_back(WordBox{right_col[k], 38, y, 52, y + 16.4, false, {}});
+    w.push_back(WordBox{left_col[k], 21, y, 35, y + 16.4, false, {}});
+  }
+  const auto lines = layout_page(w);
+  ASSERT_EQ(lines.size(), 3u) << joined(lines);
+  EXPECT_EQ(
+      joined(lines),
+      "Header line\n\xE6\x9D\xB1\xE4\xBA\xAC\xE9\x83\xBD\n\xE5\x8C\x97\xE6\xB5\xB7\xE9\x81\x93\n");
+}
+
+TEST(IngestLayout, HorizontalGlyphByGlyphCjkStaysInRows) {
+  // The same glyphs placed as two rows (touching sideways, a line gap between rows).
+  std::vector<WordBox> w;
+  const char* row0[] = {"\xE6\x9D\xB1", "\xE4\xBA\xAC", "\xE9\x83\xBD"};
+  const char* row1[] = {"\xE5\x8C\x97", "\xE6\xB5\xB7", "\xE9\x81\x93"};
+  for (int k = 0; k < 3; ++k) {
+    w.push_back(WordBox{row0[k], 20 + 14.0 * k, 30, 34 + 14.0 * k, 44, false, {}});
+    w.push_back(WordBox{row1[k], 20 + 14.0 * k, 50, 34 + 14.0 * k, 64, false, {}});
+  }
+  const auto lines = layout_page(w);
+  EXPECT_EQ(joined(lines),
+            "\xE6\x9D\xB1\xE4\xBA\xAC\xE9\x83\xBD\n\xE5\x8C\x97\xE6\xB5\xB7\xE9\x81\x93\n");
+}
+
+TEST(IngestLayout, MarginLineNumbersBecomeLineMetadata) {
+  // A transcript: 1-6 right-aligned down the left margin, the testimony beside them.
+  std::vector<WordBox> w;
+  const char* text[] = {"Q. Where were you on", "the night of March 3?", "A. At home with my",
+                        "sister, all evening.", "Q. Did anyone call",    "you that night?"};
+  for (int k = 0; k < 6; ++k) {
+    const std::string n = std::to_string(k + 1);
+    const double y = 100 + 24.0 * k;
+    w.push_back(WordBox{n, 40 - 5.0 * static_cast<double>(n.size()), y, 40, y + 10, true, {}});
+    line(w, text[k], 72, y);
+  }
+  const auto lines = layout_page(w);
+  ASSERT_EQ(lines.size(), 6u) << joined(lines);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(lines[k].text, text[k]);
+    EXPECT_EQ(lines[k].margin_number, std::to_string(k + 1));
+  }
+}
+
+TEST(IngestLayout, NumbersThatDoNotCountUpStayInTheText) {
+  std::vector<WordBox> w;
+  const int values[] = {12, 7, 30, 4, 18, 9};
+  for (int k = 0; k < 6; ++k) {
+    const double y = 100 + 24.0 * k;
+    w.push_back(WordBox{std::to_string(values[k]), 30, y, 40, y + 10, true, {}});
+    line(w, "units shipped", 72, y);
+  }
+  const auto lines = layout_page(w);
+  ASSERT_EQ(lines.size(), 6u) << joined(lines);
+  EXPECT_EQ(lines[0].text, "12 units shipped");
+  EXPECT_EQ(lines[0].margin_number, "");
+}
+
 TEST(IngestLayout, EmptyPage) { EXPECT_TRUE(layout_page({}).empty()); }
 
 }  // namespace

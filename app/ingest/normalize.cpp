@@ -1,11 +1,16 @@
 #include "app/ingest/normalize.h"
 
+#include <unicode/unorm2.h>
+#include <unicode/utf16.h>
+
 #include <QChar>
 #include <QString>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "app/ingest/utf8.h"
@@ -23,6 +28,44 @@ bool is_lower(char32_t c) { return QChar::isLower(c); }
 bool is_padding(char32_t c) {
   return c == ' ' || c == '\t' || c == 0xA0 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F ||
          c == 0x205F || c == 0x3000;
+}
+
+// Directional formatting characters: they order text for display, the text is stored in
+// logical order already.
+bool is_bidi_control(char32_t c) {
+  return c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069) || c == 0x061C || c == 0xFEFF;
+}
+
+// Compatibility forms that only shape or turn a character for display: Arabic presentation
+// forms A and B, vertical forms and CJK compatibility forms (vertical brackets).
+bool is_display_form(char32_t c) {
+  return (c >= 0xFB50 && c <= 0xFDFF) || (c >= 0xFE70 && c <= 0xFEFE) ||
+         (c >= 0xFE10 && c <= 0xFE19) || (c >= 0xFE30 && c <= 0xFE4F);
+}
+
+// NFKC of one code point (ICU), appended to `out`; the code point itself if ICU fails. A
+// vertical form whose NFKC is ASCII punctuation becomes the full-width form CJK text uses
+// ("︵" -> "（", not "(").
+void append_nfkc(std::string& out, char32_t c) {
+  const bool vertical = c >= 0xFE10 && c <= 0xFE4F;
+  UErrorCode err = U_ZERO_ERROR;
+  static const UNormalizer2* nfkc = unorm2_getNFKCInstance(&err);
+  UChar src[2], dst[32];
+  int32_t n = 0;
+  U16_APPEND_UNSAFE(src, n, static_cast<UChar32>(c));
+  err = U_ZERO_ERROR;
+  const int32_t m = nfkc ? unorm2_normalize(nfkc, src, n, dst, 32, &err) : 0;
+  if (!nfkc || U_FAILURE(err) || m <= 0) {
+    utf8::append(out, c);
+    return;
+  }
+  for (int32_t i = 0; i < m;) {
+    UChar32 d = 0;
+    U16_NEXT(dst, i, m, d);
+    if (vertical && d > 0x20 && d < 0x7F) d += 0xFEE0;
+    utf8::append(out, static_cast<char32_t>(d));
+  }
 }
 
 const char* ligature(char32_t c) {
@@ -86,25 +129,27 @@ size_t word_end(std::string_view s) {
 }
 
 // Every "a-b" pair of letter words joined by a hyphen inside a line, lower case.
-void collect_compounds(std::string_view line, std::unordered_set<std::string>& out) {
+using Counts = std::unordered_map<std::string, int>;
+
+void collect_compounds(std::string_view line, Counts& out) {
   size_t i = 0;
   while (i < line.size()) {
     const size_t h = line.find('-', i);
     if (h == std::string_view::npos || h + 1 >= line.size()) break;
     const size_t b = word_start_before(line, h);
     const size_t e = h + 1 + word_end(line.substr(h + 1));
-    if (b < h && e > h + 1) out.insert(lower(line.substr(b, e - b)));
+    if (b < h && e > h + 1) ++out[lower(line.substr(b, e - b))];
     i = h + 1;
   }
 }
 
 // Every word of letters (lower case) of a line.
-void collect_words(std::string_view line, std::unordered_set<std::string>& out) {
+void collect_words(std::string_view line, Counts& out) {
   size_t i = 0;
   while (i < line.size()) {
     const size_t e = word_end(line.substr(i));
     if (e > 0) {
-      out.insert(lower(line.substr(i, e)));
+      ++out[lower(line.substr(i, e))];
       i += e;
     } else {
       size_t len = 1;
@@ -160,12 +205,16 @@ std::vector<std::pair<size_t, char>> margin_lines(const PageLines& page) {
 // The document's own spelling: hyphenated compounds written inside a line ("price-determining",
 // each adjacent pair) and all its words, lower case.
 struct DocWords {
-  std::unordered_set<std::string> compounds;
-  std::unordered_set<std::string> words;
+  Counts compounds;
+  Counts words;
+  const WordList* dictionary = nullptr;  // may be null or empty
 };
 
-// If `a` ends with a word broken by a hyphen and `b` continues it, moves the continuation up:
-// joined without the hyphen, or with it when the document writes the compound with one.
+int count_of(const Counts& c, const std::string& key) {
+  const auto it = c.find(key);
+  return it == c.end() ? 0 : it->second;
+}
+
 void join_hyphenated(Line& a, Line& b, const DocWords& doc) {
   if (a.text.empty() || b.text.empty()) return;
   // The continuation moves up whole, with its punctuation ("guages]:").
@@ -192,10 +241,21 @@ void join_hyphenated(Line& a, Line& b, const DocWords& doc) {
   const char32_t first = utf8::decode(b.text, 0, len);
   const std::string left = a.text.substr(wb, hpos - wb);
   const std::string right = b.text.substr(0, e);
-  // The document decides: a compound it writes with a hyphen keeps it, a word it writes whole
-  // is joined; otherwise a lower-case continuation is a broken word, a capital or digit not.
-  const bool keep = doc.compounds.count(lower(left + "-" + right)) > 0 ||
-                    (!is_lower(first) && doc.words.count(lower(left + right)) == 0);
+  // The document decides: the form it writes more often inside its lines (hyphenated or
+  // whole). Otherwise a capital or digit continuation keeps its hyphen (names, numeric
+  // ranges), and a lower-case one is joined unless the dictionary knows both halves and not the
+  // joined word ("price-" / "determining", but "cli-" / "mate").
+  const std::string joined = lower(left + right);
+  const int n_compound = count_of(doc.compounds, lower(left + "-" + right));
+  const int n_joined = count_of(doc.words, joined);
+  bool keep = false;
+  if (n_compound != n_joined) {
+    keep = n_compound > n_joined;
+  } else if (!is_lower(first)) {
+    keep = true;
+  } else if (doc.dictionary && !doc.dictionary->empty() && doc.dictionary->count(joined) == 0) {
+    keep = doc.dictionary->count(lower(left)) > 0 && doc.dictionary->count(lower(right)) > 0;
+  }
   move_up(keep ? a.text.size() : hpos);
 }
 
@@ -206,7 +266,7 @@ std::string normalize_line(std::string_view line) {
   out.reserve(line.size());
   bool pending_space = false;
   utf8::for_each(line, [&](char32_t c, size_t pos, size_t len) {
-    if (c == kSoftHyphen) return;
+    if (c == kSoftHyphen || is_bidi_control(c)) return;
     if (is_padding(c) || c == '\n' || c == '\r') {
       pending_space = !out.empty();
       return;
@@ -215,6 +275,8 @@ std::string normalize_line(std::string_view line) {
     pending_space = false;
     if (const char* lig = ligature(c)) {
       out += lig;
+    } else if (is_display_form(c)) {
+      append_nfkc(out, c);
     } else {
       out.append(line.substr(pos, len));
     }
@@ -222,15 +284,69 @@ std::string normalize_line(std::string_view line) {
   return out;
 }
 
-bool looks_undecodable(std::string_view text) {
-  int64_t n = 0, bad = 0;
+namespace {
+
+// Characters a font without a usable ToUnicode map typically comes out as (its codes read as
+// WinAnsi): rare in prose, common in such garbage ("™— › ™œ" for digits).
+bool is_winansi_oddity(char32_t c) {
+  switch (c) {
+    case 0x201A:
+    case 0x201E:
+    case 0x2020:
+    case 0x2021:
+    case 0x02C6:
+    case 0x2030:
+    case 0x2039:
+    case 0x203A:
+    case 0x02DC:
+    case 0x2122:
+    case 0x0153:
+    case 0x0152:
+    case 0x0161:
+    case 0x0160:
+    case 0x017E:
+    case 0x017D:
+    case 0x0178:
+    case 0x0192:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_symbol(char32_t c) {
+  switch (QChar::category(c)) {
+    case QChar::Symbol_Math:
+    case QChar::Symbol_Currency:
+    case QChar::Symbol_Modifier:
+    case QChar::Symbol_Other:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+TextQuality assess_text(std::string_view text) {
+  TextQuality q;
+  int64_t word_len = 0;
+  char32_t word_first = 0;
+  auto end_word = [&] {
+    if (word_len > 0) {
+      ++q.n_words;
+      q.n_one_char_words += word_len == 1 && is_letter(word_first);
+    }
+    word_len = 0;
+  };
   for (size_t i = 0; i < text.size();) {
     if (text.compare(i, 5, "(cid:") == 0) {
       size_t j = i + 5;
       while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
       if (j < text.size() && text[j] == ')' && j > i + 5) {
-        ++n;
-        ++bad;
+        ++q.n_chars;
+        ++q.n_unmapped;
+        word_len += 2;  // a placeholder is no one-letter word
         i = j + 1;
         continue;
       }
@@ -238,18 +354,54 @@ bool looks_undecodable(std::string_view text) {
     size_t len = 1;
     const char32_t c = utf8::decode(text, i, len);
     i += len;
-    if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || is_padding(c)) continue;
-    ++n;
-    bad += c == 0xFFFD || c < 0x20 || (c >= 0x7F && c < 0xA0) || (c >= 0xE000 && c <= 0xF8FF) ||
-           c >= 0xF0000;
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || is_padding(c)) {
+      end_word();
+      continue;
+    }
+    ++q.n_chars;
+    if (word_len++ == 0) word_first = c;
+    q.n_unmapped += c == 0xFFFD || c < 0x20 || (c >= 0x7F && c < 0xA0) ||
+                    (c >= 0xE000 && c <= 0xF8FF) || c >= 0xF0000;
+    q.n_symbols += is_symbol(c) || is_winansi_oddity(c);
   }
-  return n > 0 && bad * 4 >= n;
+  end_word();
+  return q;
 }
 
-std::vector<NormalizedPage> normalize_document(const std::vector<PageLines>& pages) {
+bool TextQuality::unreliable() const {
+  if (n_chars == 0) return false;
+  if (4 * n_unmapped >= n_chars) return true;  // placeholders, PUA, U+FFFD
+  if (n_chars >= 4 && 2 * (n_unmapped + n_symbols) >= n_chars) return true;  // symbol soup
+  // Letter soup: glyphs placed one by one, mirrored or shuffled, read as one-letter words.
+  return n_words >= 12 && 10 * n_one_char_words >= 6 * n_words;
+}
+
+bool looks_undecodable(std::string_view text) { return assess_text(text).unreliable(); }
+
+const WordList& system_word_list() {
+  static const WordList words = [] {
+    WordList out;
+    for (const char* file : {"/usr/share/dict/american-english", "/usr/share/dict/words"}) {
+      std::ifstream in(file);
+      if (!in) continue;
+      std::string w;
+      while (std::getline(in, w)) {
+        if (w.empty() || w.find('\'') != std::string::npos) continue;
+        out.insert(lower(w));
+      }
+      break;
+    }
+    return out;
+  }();
+  return words;
+}
+
+std::vector<NormalizedPage> normalize_document(const std::vector<PageLines>& pages,
+                                               const WordList* dictionary) {
   // Lines, normalised one by one; the document's hyphenated compounds.
   std::vector<std::vector<Line>> lines(pages.size());
   DocWords doc;
+  doc.dictionary = dictionary;
   for (size_t p = 0; p < pages.size(); ++p) {
     for (const LayoutLine& l : pages[p].lines) {
       Line line;
@@ -290,7 +442,10 @@ std::vector<NormalizedPage> normalize_document(const std::vector<PageLines>& pag
     NormalizedPage& np = out[p];
     for (size_t i = 0; i < pages[p].lines.size(); ++i) {
       if (i > 0) np.original_text += pages[p].lines[i].block_start ? "\n\n" : "\n";
-      np.original_text += pages[p].lines[i].text;
+      // The original keeps a margin line number where it stood, before its line.
+      const LayoutLine& l = pages[p].lines[i];
+      if (!l.margin_number.empty()) np.original_text += l.margin_number + ' ';
+      np.original_text += l.text;
     }
     std::vector<Line>& ls = lines[p];
     for (size_t i = 0; i + 1 < ls.size(); ++i) {

@@ -94,8 +94,19 @@ Words read_words(const Poppler::Page& page, int degrees) {
   for (const auto& tb : page.textList(to_rotation(degrees))) {
     const QString text = tb->text();
     const QRectF r = tb->boundingBox();
-    out.boxes.push_back(
-        WordBox{text.toStdString(), r.left(), r.top(), r.right(), r.bottom(), tb->hasSpaceAfter()});
+    out.boxes.push_back(WordBox{
+        text.toStdString(), r.left(), r.top(), r.right(), r.bottom(), tb->hasSpaceAfter(), {}});
+    // Glyph positions where the bidi reordering needs them (words with right-to-left letters):
+    // poppler's character boxes are per code point.
+    const bool rtl = std::any_of(text.begin(), text.end(), [](QChar c) {
+      const auto d = c.direction();
+      return d == QChar::DirR || d == QChar::DirAL;
+    });
+    if (rtl) {
+      const auto n_cp = static_cast<int>(text.toUcs4().size());
+      for (int i = 0; i < n_cp; ++i)
+        out.boxes.back().char_x.push_back(tb->charBoundingBox(i).center().x());
+    }
     bool across = false;
     if (text.size() >= 2) {
       const QPointF a = tb->charBoundingBox(0).center();
@@ -303,6 +314,35 @@ bool PdfReader::has_ink(int index) {
     }
   }
   return false;
+}
+
+double PdfReader::ink_outside_text(int index, const std::vector<LayoutLine>& lines) {
+  constexpr double kDpi = 18;
+  constexpr int kGrid = 12;
+  const QImage img = render(index, kDpi).convertToFormat(QImage::Format_Grayscale8);
+  if (img.isNull() || img.width() <= 0 || img.height() <= 0) return 0;
+  const double scale = kDpi / 72.0;
+  std::vector<bool> covered(static_cast<size_t>(img.width()) * img.height(), false);
+  for (const LayoutLine& l : lines) {
+    if (l.y1 < 0) continue;
+    const int x0 = std::max(0, static_cast<int>(l.x0 * scale) - 1);
+    const int y0 = std::max(0, static_cast<int>(l.y0 * scale) - 1);
+    const int x1 = std::min(img.width() - 1, static_cast<int>(l.x1 * scale) + 1);
+    const int y1 = std::min(img.height() - 1, static_cast<int>(l.y1 * scale) + 1);
+    for (int y = y0; y <= y1; ++y) {
+      for (int x = x0; x <= x1; ++x) covered[static_cast<size_t>(y) * img.width() + x] = true;
+    }
+  }
+  std::vector<bool> cell(kGrid * kGrid, false);
+  for (int y = 0; y < img.height(); ++y) {
+    const uchar* row = img.constScanLine(y);
+    for (int x = 0; x < img.width(); ++x) {
+      if (row[x] >= 200 || covered[static_cast<size_t>(y) * img.width() + x]) continue;
+      cell[static_cast<size_t>((y * kGrid / img.height()) * kGrid + x * kGrid / img.width())] =
+          true;
+    }
+  }
+  return static_cast<double>(std::count(cell.begin(), cell.end(), true)) / (kGrid * kGrid);
 }
 
 }  // namespace spw::app

@@ -51,6 +51,10 @@ class PdfReader final {
   QImage render(int index, double dpi);
   /// True when page `index` renders with visible marks (a scanned image, drawings).
   bool has_ink(int index);
+  /// The share (0..1) of a 12 x 12 grid over page `index` whose cells have marks outside the
+  /// boxes of `lines` (upright page points): near 0 for a text page, large for the image of a
+  /// page. Rendered at 18 dpi.
+  double ink_outside_text(int index, const std::vector<LayoutLine>& lines);
 
  private:
   struct Impl;
