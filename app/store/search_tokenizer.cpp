@@ -9,10 +9,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "app/ingest/utf8.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace spw::app {
 namespace {
+
+// The code point at s[i] (a stray byte decodes as itself, one byte long).
+char32_t decode(std::string_view s, size_t i, size_t& len) {
+  const size_t n = unicode::valid_utf8_len(s, i);
+  if (n == 0) {
+    len = 1;
+    return static_cast<unsigned char>(s[i]);
+  }
+  len = n;
+  return unicode::decode_utf8(s, i, n);
+}
 
 enum class Kind { kSeparator, kWord, kUnsegmented };
 
@@ -139,7 +150,7 @@ void tokenize_for_search(std::string_view text, TokenizeFor mode,
 
   for (size_t i = 0; i < text.size() && go;) {
     size_t len = 1;
-    const char32_t c = utf8::decode(text, i, len);
+    const char32_t c = decode(text, i, len);
     const int begin = static_cast<int>(i);
     const int end = static_cast<int>(i + len);
     i += len;
@@ -176,7 +187,7 @@ void tokenize_for_search(std::string_view text, TokenizeFor mode,
       continue;
     }
     std::string folded;
-    for (const char32_t d : f.cps) utf8::append(folded, d);
+    for (const char32_t d : f.cps) unicode::append_utf8(static_cast<uint32_t>(d), folded);
     if (f.kind == Kind::kUnsegmented) {
       flush_word();
       run.push_back(Unit{std::move(folded), begin, end});
