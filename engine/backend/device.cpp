@@ -83,6 +83,33 @@ kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& param
   return kc;
 }
 
+int64_t mapped_weight_bytes(const Model& model) {
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : model.file().tensors()) total += t.n_bytes;
+  return static_cast<int64_t>(total);
+}
+
+Expected<kv::ContextChoice> choose_session_context(const Model& model, const SessionParams& params,
+                                                   const kv::KvSettings& kv,
+                                                   const MachineMemory& machine) {
+  if (params.n_ctx < 0) return make_error("context length {} must not be negative", params.n_ctx);
+  const ModelConfig& c = model.config();
+  if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
+  kv::ContextRequest r;
+  r.shape.n_layer = c.n_layer;
+  r.shape.n_kv_heads = c.n_head_kv;
+  r.shape.head_dim = c.head_dim;
+  r.shape.head_dim_v = c.head_dim_v;
+  r.shape.type_k = kv_ggml_type(params.kv_type_k);
+  r.shape.type_v = kv_ggml_type(params.kv_type_v);
+  r.n_ctx = params.n_ctx;
+  r.n_ctx_train = c.n_ctx_train;
+  r.kv = kv;
+  r.weights_bytes = mapped_weight_bytes(model);
+  r.machine = machine;
+  return kv::choose_context(r);
+}
+
 namespace {
 
 // Why a session with these KV settings cannot run on CUDA, or empty when it can.

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "engine/common/expected.h"
+#include "engine/common/machine.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/tier_policy.h"
 #include "engine/model/model.h"
@@ -47,6 +48,19 @@ bool cuda_built();
 /// the settings `kv` with the window resolved for `home`. Both sessions make their cache from it.
 kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& params,
                                   const kv::KvSettings& kv, kv::WindowHome home);
+
+/// Bytes of the model's tensors: the weights mapped while it runs (the default context's RAM
+/// budget takes them off the available memory).
+int64_t mapped_weight_bytes(const Model& model);
+
+/// The context and KV settings a session of `model` runs (kv::choose_context, docs/DESIGN.md
+/// §4.2): params.n_ctx when given (0: the trained context, or the largest that fits the
+/// default budgets on `machine`), `kv` as given or with the default host budget filled in.
+/// generate, ask, serve, bench, plan and the app's runtime all take their context from here.
+/// Errors: the KV types' and settings' (plan_tiers()).
+Expected<kv::ContextChoice> choose_session_context(const Model& model, const SessionParams& params,
+                                                   const kv::KvSettings& kv,
+                                                   const MachineMemory& machine);
 
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;
