@@ -260,6 +260,8 @@ int run_tokenize(const TokenizeArgs& a) {
   auto tok = load_tokenizer(**file);
   if (!tok) return fail(tok.error());
   const std::vector<int32_t> ids = (*tok)->encode(text, !a.no_bos, a.parse_special);
+  if (doubled_bos(**tok, ids))
+    std::fprintf(stderr, "warning: %s\n", doubled_bos_warning(**tok).c_str());
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += fmt::format("{}{}", i ? " " : "", ids[i]);
   std::printf("%s\n", line.c_str());
@@ -424,6 +426,9 @@ int run_generate(const GenerateArgs& a) {
     }
   };
   const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
+  // Kept as given, as llama.cpp does, and said once.
+  if (doubled_bos(tk, prompt))
+    std::fprintf(stderr, "warning: %s\n", doubled_bos_warning(tk).c_str());
   if (prompt.empty())
     return fail(Error{"the prompt is empty and the vocabulary adds no BOS token"});
   // A prompt too long for the window and budgets gets the session's message (which names them).
