@@ -201,6 +201,7 @@ int run_ask(const AskArgs& a) {
   opts.device = *device;
   opts.n_ubatch = a.kv.n_ubatch;
   opts.kv = context->kv;
+  opts.cache_dir = a.kv.default_spill_dir;  // the cache folder: the CUDA self-test's result
   bool snapshots = !a.no_snapshot;
   // Saved KV needs the CPU session's paged cache: auto picks it, as generate does for --save-kv.
   if (snapshots && *device == DeviceKind::Auto) {

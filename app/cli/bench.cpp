@@ -259,6 +259,7 @@ int run_bench(const BenchArgs& a) {
   BackendOptions kv;
   kv.n_ubatch = a.kv.n_ubatch;
   kv.kv = *kv_settings;
+  kv.cache_dir = a.kv.default_spill_dir;  // the cache folder: the CUDA self-test's result
 
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.error());

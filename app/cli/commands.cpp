@@ -382,6 +382,7 @@ int run_generate(const GenerateArgs& a) {
     opts.device = *device;
     opts.n_ubatch = a.kv.n_ubatch;
     opts.kv = context->kv;
+    opts.cache_dir = a.kv.default_spill_dir;  // the cache folder: the CUDA self-test's result
     if (wants_cpu_session && *device == DeviceKind::Auto) {
       opts.device = DeviceKind::Cpu;
       const CudaProbe probe = probe_cuda();

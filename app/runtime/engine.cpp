@@ -124,6 +124,8 @@ Expected<std::unique_ptr<Engine>> Engine::load(const EngineSettings& settings,
   m.opts.device = *parse_device(settings.device);
   m.opts.n_ubatch = settings.n_ubatch;
   m.opts.kv = settings.kv;
+  // The CUDA self-test's result is kept in the cache folder, where the spill files go.
+  m.opts.cache_dir = settings.kv.spill_dir;
   if (!m.opts.kv.spill_dir.empty()) kv::remove_stale_spill_files(m.opts.kv.spill_dir);
   m.fingerprint = kv::model_fingerprint(*l->model);
   // The context, once for every session: the machine read after the model is mapped.
