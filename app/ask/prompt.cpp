@@ -64,8 +64,10 @@ BuiltPrompt render_split(const PromptContext& ctx, const std::string& system,
   assert(split);
   const Tokenizer& tok = *ctx.tokenizer;
   BuiltPrompt p;
-  if (wants_bos(ctx)) p.tokens.prefix.push_back(tok.bos());
   const std::vector<int32_t> pre = tok.encode_segments(before, false);
+  // One BOS, as tokenize_chat gives: none added where the text already starts with it.
+  if (wants_bos(ctx) && (pre.empty() || pre.front() != tok.bos()))
+    p.tokens.prefix.push_back(tok.bos());
   p.tokens.prefix.insert(p.tokens.prefix.end(), pre.begin(), pre.end());
   // The suffix is encoded on its own. SentencePiece vocabularies prepend a space to text that
   // starts the input; the question's own leading space stands for it, so the pair tokenizes as

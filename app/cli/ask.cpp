@@ -193,10 +193,15 @@ int run_ask(const AskArgs& a) {
   sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
+  // Without -c: the trained context if its KV fits this machine's default budgets.
+  auto context = choose_context_or_note(model, sp, *kv_settings, a.kv);
+  if (!context) return ask_fail(context.error());
+  sp.n_ctx = context->n_ctx;
   BackendOptions opts;
   opts.device = *device;
   opts.n_ubatch = a.kv.n_ubatch;
-  opts.kv = *kv_settings;
+  opts.kv = context->kv;
+  opts.cache_dir = a.kv.default_spill_dir;  // the cache folder: the CUDA self-test's result
   bool snapshots = !a.no_snapshot;
   // Saved KV needs the CPU session's paged cache: auto picks it, as generate does for --save-kv.
   if (snapshots && *device == DeviceKind::Auto) {

@@ -259,24 +259,29 @@ int run_bench(const BenchArgs& a) {
   BackendOptions kv;
   kv.n_ubatch = a.kv.n_ubatch;
   kv.kv = *kv_settings;
+  kv.cache_dir = a.kv.default_spill_dir;  // the cache folder: the CUDA self-test's result
 
   auto loaded = Model::load(a.model);
   if (!loaded) return fail(loaded.error());
   const Model& model = **loaded;
   const ModelConfig& c = model.config();
-  if (static_cast<int64_t>(a.n_prompt) + a.n_gen > c.n_ctx_train) {
-    return fail(make_error("-p {} + -n {} = {} tokens do not fit the model's context of {}",
-                           a.n_prompt, a.n_gen, static_cast<int64_t>(a.n_prompt) + a.n_gen,
-                           c.n_ctx_train));
+  SessionParams sp;
+  // The trained context if its KV fits this machine's default budgets (bench has no -c).
+  auto context = choose_context_or_note(model, sp, kv.kv, a.kv);
+  if (!context) return fail(context.error());
+  sp.n_ctx = context->n_ctx;
+  kv.kv = context->kv;
+  const char* whose =
+      sp.n_ctx < c.n_ctx_train ? "context that fits this machine" : "model's context";
+  if (static_cast<int64_t>(a.n_prompt) + a.n_gen > sp.n_ctx) {
+    return fail(make_error("-p {} + -n {} = {} tokens do not fit the {} of {}", a.n_prompt, a.n_gen,
+                           static_cast<int64_t>(a.n_prompt) + a.n_gen, whose, sp.n_ctx));
   }
-  if (static_cast<int64_t>(a.depth) + a.n_gen > c.n_ctx_train) {
-    return fail(make_error("-d {} + -n {} = {} tokens do not fit the model's context of {}",
-                           a.depth, a.n_gen, static_cast<int64_t>(a.depth) + a.n_gen,
-                           c.n_ctx_train));
+  if (static_cast<int64_t>(a.depth) + a.n_gen > sp.n_ctx) {
+    return fail(make_error("-d {} + -n {} = {} tokens do not fit the {} of {}", a.depth, a.n_gen,
+                           static_cast<int64_t>(a.depth) + a.n_gen, whose, sp.n_ctx));
   }
 
-  SessionParams sp;
-  sp.n_ctx = c.n_ctx_train;
   if (a.n_threads > 0) {
     sp.n_threads = a.n_threads;
   } else {

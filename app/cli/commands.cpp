@@ -9,6 +9,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -266,6 +267,8 @@ int run_tokenize(const TokenizeArgs& a) {
   auto tok = load_tokenizer(**file);
   if (!tok) return fail(tok.error());
   const std::vector<int32_t> ids = (*tok)->encode(text, !a.no_bos, a.parse_special);
+  if (doubled_bos(**tok, ids))
+    std::fprintf(stderr, "warning: %s\n", doubled_bos_warning(**tok).c_str());
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += fmt::format("{}{}", i ? " " : "", ids[i]);
   std::printf("%s\n", line.c_str());
@@ -371,6 +374,10 @@ int run_generate(const GenerateArgs& a) {
   sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
+  // Without -c: the trained context if its KV fits this machine's default budgets.
+  auto context = choose_context_or_note(model, sp, *kv_settings, a.kv);
+  if (!context) return fail(context.error());
+  sp.n_ctx = context->n_ctx;
   // The fast path on the chosen device by default; --reference selects the float64 oracle.
   std::unique_ptr<Session> session;
   if (a.reference) {
@@ -381,7 +388,8 @@ int run_generate(const GenerateArgs& a) {
     BackendOptions opts;
     opts.device = *device;
     opts.n_ubatch = a.kv.n_ubatch;
-    opts.kv = *kv_settings;
+    opts.kv = context->kv;
+    opts.cache_dir = a.kv.default_spill_dir;  // the cache folder: the CUDA self-test's result
     if (wants_cpu_session && *device == DeviceKind::Auto) {
       opts.device = DeviceKind::Cpu;
       const CudaProbe probe = probe_cuda();
@@ -412,7 +420,23 @@ int run_generate(const GenerateArgs& a) {
                  kv::kv_attention_name(cpu->kv_settings(), true).c_str());
   }
 
+  // The CPU session turns running out of memory into errors with its numbers; the reference
+  // session's contiguous cache grows with use and gets them here.
+  const auto eval = [&](std::span<const int32_t> tokens, bool want_logits) -> Status {
+    try {
+      return s.eval(tokens, want_logits);
+    } catch (const std::bad_alloc&) {
+      return make_error(
+          "out of memory evaluating {} tokens at position {} of {} (the reference session's "
+          "contiguous KV cache and float64 activations grow with the context); a shorter prompt "
+          "or -c",
+          tokens.size(), s.n_past(), s.n_ctx());
+    }
+  };
   const std::vector<int32_t> prompt = tk.encode(prompt_text, true, a.parse_special);
+  // Kept as given, as llama.cpp does, and said once.
+  if (doubled_bos(tk, prompt))
+    std::fprintf(stderr, "warning: %s\n", doubled_bos_warning(tk).c_str());
   if (prompt.empty())
     return fail(Error{"the prompt is empty and the vocabulary adds no BOS token"});
   // A prompt too long for the window and budgets gets the session's message (which names them).
@@ -431,7 +455,7 @@ int run_generate(const GenerateArgs& a) {
                    a.load_kv.c_str(), saved.size());
     }
   }
-  if (auto st = s.eval(prompt, true); !st) return fail(st.error());
+  if (auto st = eval(prompt, true); !st) return fail(st.error());
   if (!a.save_kv.empty()) {
     if (auto st = cpu->save_kv(a.save_kv); !st) return fail(st.error());
   }
@@ -459,7 +483,7 @@ int run_generate(const GenerateArgs& a) {
     stream.write(piece);
     if (a.n_predict >= 0 && i + 1 == a.n_predict) break;  // no forward pass for logits never used
     const int32_t one[1] = {id};
-    if (auto st = s.eval(one, true); !st) {
+    if (auto st = eval(one, true); !st) {
       stream.finish();
       // A full context (n_ctx, or the window and budgets) ends the generation, not the run.
       if (starts_with(st.error().message, "context full")) {

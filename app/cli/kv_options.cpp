@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/backend/device.h"
 #include "engine/common/size.h"
 #include "engine/kv/kv_cache.h"
 
@@ -29,6 +30,9 @@ void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
             return v.empty() ? std::string("an empty folder name") : std::string();
           },
           "DIR"));
+  sub.add_option("--mem-available", a.mem_available,
+                 "Memory the default context (no -c) plans with, e.g. 16G (default: what the "
+                 "machine has available now)");
   if (plan_aliases) {
     // Hidden: the old spellings of plan, kept so scripts keep working (make_kv_settings says
     // so once).
@@ -43,6 +47,26 @@ void add_kv_options(CLI::App& sub, KvArgs& a) {
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")
       ->capture_default_str();
+}
+
+Expected<MachineMemory> machine_memory(const KvArgs& a) {
+  MachineMemory m = read_machine_memory();
+  if (!a.mem_available) return m;
+  auto v = parse_size(*a.mem_available);
+  if (!v) return make_error("--mem-available: {}", v.error().message);
+  if (*v == 0) return Error{"--mem-available 0: give the memory the run may use, e.g. 8G"};
+  m.available_bytes = *v;
+  m.address_space_left = -1;
+  return m;
+}
+
+Expected<kv::ContextChoice> choose_context_or_note(const Model& model, const SessionParams& params,
+                                                   const kv::KvSettings& kv, const KvArgs& a) {
+  auto machine = machine_memory(a);
+  if (!machine) return machine.error();
+  auto choice = choose_session_context(model, params, kv, *machine);
+  if (choice && !choice->note.empty()) std::fprintf(stderr, "note: %s\n", choice->note.c_str());
+  return choice;
 }
 
 bool kv_settings_given(const kv::KvSettings& s) {

@@ -10,11 +10,17 @@
 #include <string>
 
 #include "engine/common/expected.h"
+#include "engine/common/machine.h"
 #include "engine/kv/tier_policy.h"
 
 namespace CLI {
 class App;
 }
+
+namespace spw {
+class Model;
+struct SessionParams;
+}  // namespace spw
 
 namespace spw::cli {
 
@@ -33,6 +39,9 @@ struct KvArgs {
   std::string default_spill_dir;
   /// plan's deprecated spellings of --host-budget and --disk-budget (--ram, --disk).
   std::optional<std::string> ram_alias, disk_alias;
+  /// --mem-available SIZE: the memory the default context plans with instead of what the
+  /// machine has available now (a plan for another moment or machine; tests); unset: now.
+  std::optional<std::string> mem_available;
 };
 
 /// Adds --kv-block, --kv-window, --kv-sinks, --host-budget, --disk-budget and --spill-dir: what
@@ -48,6 +57,17 @@ void add_kv_options(CLI::App& sub, KvArgs& a);
 /// (--spill-dir, else default_spill_dir), created when the disk tier uses it and cleared of the
 /// spill files of processes that no longer run. A deprecated alias prints a note to stderr.
 Expected<kv::KvSettings> make_kv_settings(const KvArgs& a);
+
+/// The machine the default context is chosen for (engine/common/machine.h): read now, with
+/// --mem-available in place of MemAvailable and of the address-space limit when given. Error:
+/// "--mem-available: invalid size ...".
+Expected<MachineMemory> machine_memory(const KvArgs& a);
+
+/// The context a command runs: choose_session_context() (engine/backend/device.h) for the
+/// machine of machine_memory(a); its note, when the default context was cut, printed to stderr
+/// as "note: context 32,768 of 131,072 trained: ...".
+Expected<kv::ContextChoice> choose_context_or_note(const Model& model, const SessionParams& params,
+                                                   const kv::KvSettings& kv, const KvArgs& a);
 
 /// True when a setting differs from its default (the spill folder aside): the paged-cache flags
 /// that --reference, with its contiguous cache, cannot take.

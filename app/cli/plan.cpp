@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/paths.h"
+#include "engine/backend/device.h"
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/planner.h"
@@ -26,6 +27,10 @@ namespace {
 int fail(const Error& e) {
   std::fprintf(stderr, "error: %s\n", e.message.c_str());
   return 1;
+}
+
+KvType kv_type_of(GgmlType t) {
+  return t == GgmlType::F32 ? KvType::F32 : t == GgmlType::Q8_0 ? KvType::Q8_0 : KvType::F16;
 }
 
 // A size flag: -1 when not given.
@@ -96,18 +101,33 @@ int run_plan(const PlanArgs& a) {
   const Model& model = **loaded;
   const ModelConfig& c = model.config();
 
+  // The context generate would run: -c, else the trained context if its KV fits this machine's
+  // default budgets, else the largest that fits (the same function, the same machine facts).
+  auto machine = machine_memory(a.kv);
+  if (!machine) return fail(machine.error());
+  SessionParams sp;
+  sp.n_ctx = a.n_ctx;
+  sp.kv_type_k = kv_type_of(*type_k);
+  sp.kv_type_v = kv_type_of(*type_v);
+  auto context = choose_session_context(model, sp, *kv_settings, *machine);
+  if (!context) return fail(context.error());
+  // The note as generate says it; the text plan says it in its own lines.
+  if (a.json && !context->note.empty()) std::fprintf(stderr, "note: %s\n", context->note.c_str());
+
   kv::PlanInput in;
   in.n_layer = c.n_layer;
   in.n_kv_heads = c.n_head_kv;
   in.head_dim = c.head_dim;
   in.head_dim_v = c.head_dim_v;
   in.weights_bytes = kv::decode_weight_bytes(model);
-  in.n_ctx = a.n_ctx > 0 ? a.n_ctx : c.n_ctx_train;
+  in.n_ctx = context->n_ctx;
   in.type_k = *type_k;
   in.type_v = *type_v;
-  in.kv = *kv_settings;
+  in.kv = context->kv;
   in.ubatch = a.kv.n_ubatch;
   in.vram = *vram;
+  in.physical_ram = machine->physical_bytes;
+  in.ram_budget = context->ram_budget;
   // Shape and type errors before the probes spend their second.
   if (auto p = kv::make_plan(in); !p) return fail(p.error());
   if (in.n_ctx > c.n_ctx_train) {
@@ -139,8 +159,6 @@ int run_plan(const PlanArgs& a) {
       in.disk_write_gb_per_s = d->write_gb_per_s;
     }
   }
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  in.physical_ram = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
   auto planned = kv::make_plan(in);
   if (!planned) return fail(planned.error());
   const kv::Plan& p = *planned;
@@ -156,6 +174,11 @@ int run_plan(const PlanArgs& a) {
     j["head_dim_v"] = c.head_dim_v;
     j["weights_bytes"] = in.weights_bytes;
     j["n_ctx"] = in.n_ctx;
+    j["n_ctx_train"] = c.n_ctx_train;
+    j["context_chosen"] = context->chosen;  // no -c, no host budget: the default's budgets
+    j["context_note"] = context->note.empty() ? nlohmann::json() : nlohmann::json(context->note);
+    j["ram_budget"] = budget_json(context->ram_budget);
+    j["physical_ram"] = in.physical_ram > 0 ? nlohmann::json(in.physical_ram) : nlohmann::json();
     j["cache_type_k"] = kv::kv_type_label(in.type_k);
     j["cache_type_v"] = kv::kv_type_label(in.type_v);
     j["kv_block"] = in.kv.block_size;
@@ -207,6 +230,11 @@ int run_plan(const PlanArgs& a) {
   fmt::print("context     {} tokens, KV {}/{}: {} bytes per token, {} in all\n", in.n_ctx,
              kv::kv_type_label(in.type_k), kv::kv_type_label(in.type_v), p.kv_bytes_per_token,
              format_size(p.kv_bytes));
+  if (!context->note.empty()) fmt::print("            {}\n", context->note);
+  fmt::print("memory      {} installed, RAM budget for KV {}{}\n",
+             in.physical_ram > 0 ? format_size(in.physical_ram) : "unknown",
+             context->ram_budget >= 0 ? format_size(context->ram_budget) : "unknown",
+             context->chosen ? " (the default host budget below)" : "");
   fmt::print("blocks      {} tokens = {} each, {} blocks; window {} recent{} + {} sink tokens\n",
              p.block_size, format_size(p.block_bytes), p.n_blocks, p.window_tokens,
              in.kv.window_tokens ? "" : " (auto)", std::min(in.kv.n_sinks, in.n_ctx));
@@ -222,7 +250,15 @@ int run_plan(const PlanArgs& a) {
   if (p.fits) {
     fmt::print("\nfits        yes: all {} tokens\n", in.n_ctx);
   } else {
-    fmt::print("\nfits        no: {} of {} tokens fit\n", p.max_tokens, in.n_ctx);
+    if (p.max_tokens >= in.n_ctx) {
+      // The budgets hold every token; the machine or the spill folder cannot (the problems).
+      fmt::print("\nfits        no: the budgets hold all {} tokens, {}\n", in.n_ctx,
+                 in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram
+                     ? "this machine's memory does not"
+                     : "the tiers' homes do not");
+    } else {
+      fmt::print("\nfits        no: {} of {} tokens fit\n", p.max_tokens, in.n_ctx);
+    }
     for (const std::string& why : p.problems) fmt::print("  problem   {}\n", why);
     for (const kv::Suggestion& s : p.suggestions)
       fmt::print("  try       {}  ({})\n", s.flag, s.why);

@@ -101,13 +101,15 @@ struct Engine::Impl {
   SessionParams sp;
   BackendOptions opts;
   uint64_t fingerprint = 0;
+  std::string context_note;
 };
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
 Engine::~Engine() = default;
 
-Expected<std::unique_ptr<Engine>> Engine::load(
-    const EngineSettings& settings, const std::function<void(const std::string&)>& note) {
+Expected<std::unique_ptr<Engine>> Engine::load(const EngineSettings& settings,
+                                               const std::function<void(const std::string&)>& note,
+                                               const std::optional<MachineMemory>& machine) {
   if (settings.model_path.empty()) return Error{"no model chosen: pick a GGUF file"};
   if (auto st_ = validate(settings); !st_) return st_.error();
   auto l = load_all(settings.model_path, settings.template_name);
@@ -122,8 +124,17 @@ Expected<std::unique_ptr<Engine>> Engine::load(
   m.opts.device = *parse_device(settings.device);
   m.opts.n_ubatch = settings.n_ubatch;
   m.opts.kv = settings.kv;
+  // The CUDA self-test's result is kept in the cache folder, where the spill files go.
+  m.opts.cache_dir = settings.kv.spill_dir;
   if (!m.opts.kv.spill_dir.empty()) kv::remove_stale_spill_files(m.opts.kv.spill_dir);
   m.fingerprint = kv::model_fingerprint(*l->model);
+  // The context, once for every session: the machine read after the model is mapped.
+  auto context = choose_session_context(*l->model, m.sp, m.opts.kv,
+                                        machine ? *machine : read_machine_memory());
+  if (!context) return context.error();
+  m.sp.n_ctx = context->n_ctx;
+  m.opts.kv = context->kv;
+  if (!context->note.empty()) m.context_note = "note: " + context->note;
   if (note) {
     for (const std::string& w : l->tokenizer->warnings()) note("warning: " + w);
     if (!l->chat.warning.empty()) note("warning: " + l->chat.warning);
@@ -133,6 +144,7 @@ Expected<std::unique_ptr<Engine>> Engine::load(
           "on; quality degrades past that",
           settings.n_ctx, l->model->config().n_ctx_train));
     }
+    if (!m.context_note.empty()) note(m.context_note);
   }
   m.loaded = std::move(*l);
   return e;
@@ -144,6 +156,9 @@ ChatFamily Engine::family() const { return impl_->loaded.chat.family; }
 const ModelInfo& Engine::info() const { return impl_->loaded.info; }
 const EngineSettings& Engine::settings() const { return impl_->settings; }
 uint64_t Engine::fingerprint() const { return impl_->fingerprint; }
+int64_t Engine::n_ctx() const { return impl_->sp.n_ctx; }
+const kv::KvSettings& Engine::kv_settings() const { return impl_->opts.kv; }
+const std::string& Engine::context_note() const { return impl_->context_note; }
 
 Expected<SessionChoice> Engine::new_session(bool for_snapshots) const {
   BackendOptions opts = impl_->opts;

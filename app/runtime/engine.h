@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
 #include "engine/common/expected.h"
+#include "engine/common/machine.h"
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/session/session.h"
@@ -48,9 +50,14 @@ Expected<ModelInfo> probe_model(const std::string& path);
 class Engine {
  public:
   /// Loads settings.model_path and checks the settings. `note` receives load-time warnings
-  /// (unknown pre-tokenizer, approximated chat template, context past the trained one).
+  /// (unknown pre-tokenizer, approximated chat template, context past the trained one) and the
+  /// default context's note when it was cut to fit the machine (context_note()). The context is
+  /// chosen here, once, for `machine` (read now when not given): settings.n_ctx when set, else
+  /// the trained context if its KV fits the default budgets, else the largest that fits
+  /// (choose_session_context(), engine/backend/device.h).
   static Expected<std::unique_ptr<Engine>> load(
-      const EngineSettings& settings, const std::function<void(const std::string&)>& note = {});
+      const EngineSettings& settings, const std::function<void(const std::string&)>& note = {},
+      const std::optional<MachineMemory>& machine = std::nullopt);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -61,6 +68,13 @@ class Engine {
   const ModelInfo& info() const;
   const EngineSettings& settings() const;
   uint64_t fingerprint() const;  // kv::model_fingerprint(model)
+  /// The context every session runs (see load()).
+  int64_t n_ctx() const;
+  /// The KV settings every session runs: the settings' own, with the default host budget
+  /// filled in when the default context needed one.
+  const kv::KvSettings& kv_settings() const;
+  /// "note: context 32,768 of 131,072 trained: ..." when the default context was cut; else "".
+  const std::string& context_note() const;
 
   /// A new session by the settings (SessionChoice::note says when auto fell back to the CPU).
   /// `for_snapshots`: the CPU session when the device is auto (saved KV needs it).

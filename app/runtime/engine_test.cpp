@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -157,6 +158,52 @@ TEST(EngineLoad, ErrorsAreTheLoaders) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message.find("missing.gguf"), std::string::npos);
   EXPECT_FALSE(probe_model(s.model_path).ok());
+}
+
+// Context 0: the trained context if its KV fits the machine, else the largest that does, said
+// once through the note; every session runs it. Blocks of 16 tokens are 4 KiB; the window is 1
+// sink block and 4 recent ones (20 KiB); the 512 trained tokens are 32 blocks (128 KiB).
+TEST(EngineLoad, TheDefaultContextFollowsTheMachine) {
+  Fixture f;
+  EngineSettings s;
+  s.model_path = f.model;
+  s.n_threads = 1;
+  s.kv.spill_dir = f.dir.path();
+  s.kv.block_size = 16;
+  s.kv.window_tokens = 64;
+  MachineMemory roomy;
+  roomy.available_bytes = int64_t{1} << 30;
+  auto whole = Engine::load(s, {}, roomy);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ((*whole)->n_ctx(), 512);
+  EXPECT_EQ((*whole)->context_note(), "");
+  EXPECT_EQ((*whole)->kv_settings(), s.kv);
+
+  // The weights, then a RAM budget of 60 KiB: the window's 20 KiB and 10 host blocks.
+  MachineMemory tight;
+  tight.available_bytes = mapped_weight_bytes((*whole)->model()) + 2 * 60 * 1024;
+  std::vector<std::string> notes;
+  auto cut = Engine::load(
+      s, [&](const std::string& n) { notes.push_back(n); }, tight);
+  ASSERT_TRUE(cut.ok()) << cut.error().message;
+  const Engine& e = **cut;
+  EXPECT_EQ(e.n_ctx(), (5 + 10) * 16);
+  const std::string note =
+      "note: context 240 of 512 trained: KV needs 128.0 KiB, RAM budget 60.0 KiB (half the "
+      "available memory less the weights); -c or Settings to change";
+  EXPECT_EQ(e.context_note(), note);
+  EXPECT_EQ(std::count(notes.begin(), notes.end(), note), 1);
+  EXPECT_EQ(e.kv_settings().host_budget, 10 * 4096);
+  auto session = e.new_session();
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  EXPECT_EQ(session->session->n_ctx(), 240);
+
+  // A context that is set is kept as set.
+  s.n_ctx = 300;
+  auto set = Engine::load(s, {}, tight);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ((*set)->n_ctx(), 300);
+  EXPECT_EQ((*set)->context_note(), "");
 }
 
 TEST(EngineProbe, DescribesTheModel) {

@@ -135,13 +135,14 @@ struct EngineWorker::Core final : QObject {
     info.architecture = qs(mi.architecture);
     info.file_bytes = mi.file_bytes;
     info.n_ctx_train = mi.n_ctx_train;
-    info.n_ctx = settings->n_ctx > 0 ? settings->n_ctx : mi.n_ctx_train;
+    info.n_ctx = engine->n_ctx();  // the default context may be cut to fit the machine
     info.device = qs(settings->device);
     info.notes = notes;
     post([o, info] {
       o->has_model_ = true;
       emit o->modelLoaded(info);
     });
+    if (!engine->context_note().empty()) post_note(engine->context_note());
     count_tokens();
   }
 

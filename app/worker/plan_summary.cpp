@@ -68,7 +68,7 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   const EngineSettings& es = engine.settings();
   const ModelConfig& c = engine.model().config();
   s.n_ctx_train = c.n_ctx_train;
-  s.n_ctx = es.n_ctx > 0 ? es.n_ctx : c.n_ctx_train;
+  s.n_ctx = engine.n_ctx();  // as every session runs it (the default may be cut to the machine)
   s.answer_reserve = answer_reserve(n_predict, s.n_ctx);
 
   const PromptContext ctx{&engine.tokenizer(), engine.family()};
@@ -95,7 +95,7 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   in.n_ctx = std::max<int64_t>(1, s.planned_tokens);
   in.type_k = ggml_kv_type(es.kv_type_k);
   in.type_v = ggml_kv_type(es.kv_type_v);
-  in.kv = es.kv;
+  in.kv = engine.kv_settings();
   in.ubatch = es.n_ubatch;
   in.vram = want_gpu && probes.vram_free > 0 ? probes.vram_free : -1;
   in.ram_gb_per_s = probes.ram_gb_per_s;

@@ -1,8 +1,13 @@
 #include "engine/backend/device.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
 
 #include "engine/backend/cpu/cpu_session.h"
+#include "engine/backend/self_test.h"
 #include "engine/cpu/simd.h"
 
 #if defined(SPILLWAY_HAVE_CUDA)
@@ -43,6 +48,8 @@ bool cuda_built() {
 CudaProbe probe_cuda() {
   CudaProbe p;
 #if defined(SPILLWAY_HAVE_CUDA)
+  (void)cudaDriverGetVersion(&p.driver_version);
+  (void)cudaRuntimeGetVersion(&p.runtime_version);
   auto devices = cuda::list_devices();
   if (!devices) {
     p.reason = devices.error().message;
@@ -81,6 +88,33 @@ kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& param
   kc.type_v = kv_ggml_type(params.kv_type_v);
   kc.spill_dir = kv.spill_dir;
   return kc;
+}
+
+int64_t mapped_weight_bytes(const Model& model) {
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : model.file().tensors()) total += t.n_bytes;
+  return static_cast<int64_t>(total);
+}
+
+Expected<kv::ContextChoice> choose_session_context(const Model& model, const SessionParams& params,
+                                                   const kv::KvSettings& kv,
+                                                   const MachineMemory& machine) {
+  if (params.n_ctx < 0) return make_error("context length {} must not be negative", params.n_ctx);
+  const ModelConfig& c = model.config();
+  if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
+  kv::ContextRequest r;
+  r.shape.n_layer = c.n_layer;
+  r.shape.n_kv_heads = c.n_head_kv;
+  r.shape.head_dim = c.head_dim;
+  r.shape.head_dim_v = c.head_dim_v;
+  r.shape.type_k = kv_ggml_type(params.kv_type_k);
+  r.shape.type_v = kv_ggml_type(params.kv_type_v);
+  r.n_ctx = params.n_ctx;
+  r.n_ctx_train = c.n_ctx_train;
+  r.kv = kv;
+  r.weights_bytes = mapped_weight_bytes(model);
+  r.machine = machine;
+  return kv::choose_context(r);
 }
 
 namespace {
@@ -125,6 +159,45 @@ Expected<SessionChoice> make_cuda(const Model& model, const SessionParams& param
   c.session = std::move(*s);
   return c;
 }
+
+// The self-test's verdict on this device (self_test.h): the cached one for this device, driver
+// and build, or the test run now on a model written beside the cache (the temporary folder
+// without one) and removed after.
+Expected<CudaGate> self_test_gate(const CudaProbe& probe, const BackendOptions& opts,
+                                  bool required) {
+  CudaGateInput in;
+  in.required = required;
+  in.device = fmt::format("{} ({})", probe.name, cuda::sm_name(probe.sm_major, probe.sm_minor));
+  const std::string build = build_identity();
+  in.key = self_test_key(probe, build);
+  if (!opts.cache_dir.empty() && build != "unknown") in.cache = self_test_file(opts.cache_dir);
+  in.run = [&]() -> SelfTestResult {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path dir = opts.cache_dir.empty() ? fs::temp_directory_path(ec) : fs::path(opts.cache_dir);
+    fs::create_directories(dir, ec);
+    const fs::path path = dir / fmt::format("cuda-self-test.{}.gguf", ::getpid());
+    SelfTestResult r;
+    if (auto st = write_self_test_model(path); !st) {
+      r.reason = fmt::format("cannot write its model: {}", st.error().message);
+      return r;
+    }
+    const auto on = [&](bool cuda) {
+      return [&, cuda](const Model& m, const SessionParams& sp,
+                       const kv::KvSettings& kv) -> Expected<std::unique_ptr<Session>> {
+        BackendOptions o = opts;
+        o.kv = kv;
+        auto c = cuda ? make_cuda(m, sp, o, probe) : make_cpu(m, sp, o, {});
+        if (!c) return c.error();
+        return std::move(c->session);
+      };
+    };
+    r = run_self_test(path, on(true), on(false));
+    fs::remove(path, ec);
+    return r;
+  };
+  return gate_cuda(in);
+}
 #endif
 
 }  // namespace
@@ -146,18 +219,28 @@ Expected<SessionChoice> create_session(const Model& model, const SessionParams& 
   if (opts.device == DeviceKind::Cuda) {
     if (!probe.usable) return make_error("--device cuda: {}", probe.reason);
 #if defined(SPILLWAY_HAVE_CUDA)
+    auto gate = self_test_gate(probe, opts, /*required=*/true);
+    if (!gate) return gate.error();
     auto c = make_cuda(model, params, opts, probe);
     if (!c) return make_error("--device cuda: {}", c.error().message);
+    c->note = gate->note;  // only a result that could not be kept
     return c;
 #endif
   }
 
-  // Auto: CUDA when it is usable and the session can be made there, else the CPU, saying why.
+  // Auto: CUDA when it is usable, has passed the self-test and the session can be made there,
+  // else the CPU, saying why.
   std::string reason = probe.reason;
 #if defined(SPILLWAY_HAVE_CUDA)
   if (probe.usable) {
+    auto gate = self_test_gate(probe, opts, /*required=*/false);
+    if (!gate) return gate.error();
+    if (!gate->use_cuda) return make_cpu(model, params, opts, gate->note);
     auto c = make_cuda(model, params, opts, probe);
-    if (c) return c;
+    if (c) {
+      c->note = gate->note;
+      return c;
+    }
     reason = c.error().message;
   }
 #endif

@@ -1,6 +1,7 @@
 // Choosing the backend a Session runs on: `--device cpu|cuda|auto` (default auto) on every
-// command that runs a model. auto uses CUDA when this build has it and a usable device is
-// present, and otherwise the fast CPU engine, with the reason in `note` for the user to see.
+// command that runs a model. auto uses CUDA when this build has it, a usable device is present
+// and the CUDA self-test (self_test.h) has passed on that device, driver and build, and
+// otherwise the fast CPU engine, with the reason in `note` for the user to see.
 // The choice is made once per session; nothing switches backends mid-sequence.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "engine/common/expected.h"
+#include "engine/common/machine.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/tier_policy.h"
 #include "engine/model/model.h"
@@ -30,6 +32,8 @@ struct CudaProbe {
   std::string name;                // "NVIDIA H200"
   int sm_major = 0, sm_minor = 0;  // compute capability
   int64_t free_bytes = 0, total_bytes = 0;  // device memory (cudaMemGetInfo)
+  /// cudaDriverGetVersion / cudaRuntimeGetVersion (12040: CUDA 12.4); 0 when unknown.
+  int driver_version = 0, runtime_version = 0;
   /// Why CUDA is not usable, for the user: "this build has no CUDA backend (nvcc was not
   /// found at configure time)", "no CUDA driver: ...", "no CUDA device", "device 0 (NAME,
   /// compute capability 7.5) cannot run this build's kernels (built for 8.6, 8.9, 9.0)".
@@ -48,10 +52,26 @@ bool cuda_built();
 kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& params,
                                   const kv::KvSettings& kv, kv::WindowHome home);
 
+/// Bytes of the model's tensors: the weights mapped while it runs (the default context's RAM
+/// budget takes them off the available memory).
+int64_t mapped_weight_bytes(const Model& model);
+
+/// The context and KV settings a session of `model` runs (kv::choose_context, docs/DESIGN.md
+/// §4.2): params.n_ctx when given (0: the trained context, or the largest that fits the
+/// default budgets on `machine`), `kv` as given or with the default host budget filled in.
+/// generate, ask, serve, bench, plan and the app's runtime all take their context from here.
+/// Errors: the KV types' and settings' (plan_tiers()).
+Expected<kv::ContextChoice> choose_session_context(const Model& model, const SessionParams& params,
+                                                   const kv::KvSettings& kv,
+                                                   const MachineMemory& machine);
+
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;
   int64_t n_ubatch = 512;  // tokens per prefill step
   kv::KvSettings kv;       // the tiered KV cache (both sessions; approximate modes: CPU only)
+  /// The cache folder: the CUDA self-test's result is kept there (self_test_file()); empty:
+  /// not kept, so the test runs for every CUDA session this makes.
+  std::string cache_dir;
 };
 
 struct SessionChoice {
@@ -62,9 +82,12 @@ struct SessionChoice {
   std::string note;
 };
 
-/// Creates a session on the chosen backend. auto: CUDA when probe_cuda().usable and the model
-/// fits in the device's free memory, else the CPU with `note` saying why. cpu: the fast CPU
-/// session. cuda: CUDA or an error "--device cuda: <reason>" (never a silent CPU fallback).
+/// Creates a session on the chosen backend. auto: CUDA when probe_cuda().usable, the self-test
+/// passes (gate_cuda(): cached in opts.cache_dir, else run now, a few seconds) and the model
+/// fits in the device's free memory, else the CPU with `note` saying why ("CUDA self-test failed
+/// on NVIDIA H200 (sm_90): logits NMSE ...; running on the CPU (...)"). cpu: the fast CPU
+/// session. cuda: the self-test too, then CUDA, or an error "--device cuda: <reason>" (never a
+/// silent CPU fallback).
 /// The approximate attention modes (streaming, topk) run on the CPU only: auto picks the CPU and
 /// says so in `note`; cuda is refused with that reason. Every other KV setting runs on both
 /// (CUDA: the window on the GPU).

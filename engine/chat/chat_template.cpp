@@ -426,8 +426,21 @@ std::vector<int32_t> tokenize_chat(const Tokenizer& tokenizer, ChatFamily family
   std::vector<int32_t> ids =
       tokenizer.encode_segments(render_chat(family, messages, add_generation_prompt), false);
   const bool want_bos = tokenizer.add_bos() || chat_family_wants_bos(family);
-  if (want_bos && tokenizer.bos() >= 0) ids.insert(ids.begin(), tokenizer.bos());
+  const bool has_bos = !ids.empty() && ids.front() == tokenizer.bos();
+  if (want_bos && tokenizer.bos() >= 0 && !has_bos) ids.insert(ids.begin(), tokenizer.bos());
   return ids;
+}
+
+bool doubled_bos(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
+  const int32_t bos = tokenizer.bos();
+  return tokenizer.add_bos() && bos >= 0 && ids.size() >= 2 && ids[0] == bos && ids[1] == bos;
+}
+
+std::string doubled_bos_warning(const Tokenizer& tokenizer) {
+  return fmt::format(
+      "the prompt already starts with BOS ('{}') and the tokenizer adds one, so it now starts "
+      "with 2 BOS tokens: remove it from the prompt to send one",
+      tokenizer.token_text(tokenizer.bos()));
 }
 
 }  // namespace spw

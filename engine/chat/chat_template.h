@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,9 +134,20 @@ std::string segments_text(const std::vector<TextSegment>& segments);
 
 /// Token ids of render_chat(...): Tokenizer::encode_segments without added specials, then
 /// exactly one BOS in front when the tokenizer adds BOS or the family wants one (and the
-/// vocabulary has a BOS token), none otherwise. Never an EOS at the end (generation follows).
+/// vocabulary has a BOS token), none otherwise: never a second one, even where the rendered text
+/// already starts with the BOS token. Never an EOS at the end (generation follows).
 std::vector<int32_t> tokenize_chat(const Tokenizer& tokenizer, ChatFamily family,
                                    const std::vector<ChatMessage>& messages,
                                    bool add_generation_prompt);
+
+/// True when `ids`, a raw prompt encoded with add_special, starts with two BOS tokens: the text
+/// began with the BOS token's text (parsed as special) and the tokenizer added its own. Such a
+/// prompt is kept as given, as llama.cpp keeps it, and the caller warns once with
+/// doubled_bos_warning(). (Chat prompts never double it: tokenize_chat.)
+bool doubled_bos(const Tokenizer& tokenizer, std::span<const int32_t> ids);
+
+/// "the prompt already starts with BOS ('<s>') and the tokenizer adds one, so it now starts with
+/// 2 BOS tokens: remove it from the prompt to send one"
+std::string doubled_bos_warning(const Tokenizer& tokenizer);
 
 }  // namespace spw

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <new>
 #include <optional>
 
 #include "engine/common/size.h"
@@ -109,23 +110,42 @@ struct KvCache::Impl {
   // With a DeviceWindow the block comes off the device first: straight into its Host slot, or
   // into copy_staging (copy thread only) on its way to the spill file.
   std::vector<uint8_t> copy_staging;
+  // A block's bytes in RAM on their way between the device and a file.
+  Status resize_staging(std::vector<uint8_t>& staging) const {
+    try {
+      staging.resize(static_cast<size_t>(block_bytes));
+    } catch (const std::bad_alloc&) {
+      return make_error(
+          "cannot allocate {} of RAM to stage a KV block: out of memory; a smaller --kv-block "
+          "or a shorter -c",
+          format_size(block_bytes));
+    }
+    return Status::Ok();
+  }
   Status copy_block(const SpillJob& job) {
     Status st = Status::Ok();
     const uint8_t* src = job.src;
     if (static_cast<Tier>(job.tier) == Tier::Host) {
-      if (device() != nullptr) {
-        st = device()->copy_out(job.window_slot, host->slot(job.slot));
+      // The arena maps its chunks as blocks first land in them: a failure is this spill's.
+      auto dst = host->acquire(job.slot);
+      if (!dst) {
+        st = dst.error();
+      } else if (device() != nullptr) {
+        st = device()->copy_out(job.window_slot, *dst);
       } else {
-        std::memcpy(host->slot(job.slot), src, static_cast<size_t>(block_bytes));
+        std::memcpy(*dst, src, static_cast<size_t>(block_bytes));
       }
       if (st) telemetry.window_to_host_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
     } else if (config.fail_disk_write && !config.fail_disk_write(job.slot)) {
       st = disk->write_error(EIO);  // injected, as the kernel would report it
     } else {
       if (device() != nullptr) {
-        copy_staging.resize(static_cast<size_t>(block_bytes));
-        st = device()->copy_out(job.window_slot, copy_staging.data());
-        src = copy_staging.data();
+        if (Status r = resize_staging(copy_staging); !r) {
+          st = r;
+        } else {
+          st = device()->copy_out(job.window_slot, copy_staging.data());
+          src = copy_staging.data();
+        }
       }
       if (st) st = disk->write_slot(job.slot, src);
       if (st) telemetry.window_to_disk_bytes.fetch_add(block_bytes, std::memory_order_relaxed);
@@ -238,13 +258,14 @@ struct KvCache::Impl {
   // A window slot for a new block: a free one; else a new one while the pool is below the
   // window's size plus spares; else the slot of a spill in flight, once it lands; else (a
   // ubatch spanning more blocks than the window) a new one.
-  int32_t take_window_slot() {
+  Expected<int32_t> take_window_slot() {
     const int64_t base = std::min(window_blocks(), max_blocks) + kSpareWindowSlots;
     for (;;) {
       if (window.n_free() > 0) return window.take();
       if (window.size() < base && window.can_grow()) return window.grow();
       if (queue->in_flight() == 0) {
         apply_landed();
+        if (spill_error) return *spill_error;  // a spill failed: the cache is in error
         if (window.n_free() > 0) continue;
         // A fixed device pool is sized by TierLayout::pool_slots(), which covers this case.
         assert(window.can_grow() && "device window pool too small");
@@ -252,6 +273,7 @@ struct KvCache::Impl {
       }
       queue->wait_one();
       apply_landed();
+      if (spill_error) return *spill_error;
     }
   }
 
@@ -354,13 +376,33 @@ Status KvCache::reserve(int64_t n) {
   // Blocks before `first` are full and committed: those that are now out of the window spill
   // (before taking slots, so their copies are under way while we allocate).
   m.retire(n_blocks, first);
-  if (static_cast<int64_t>(m.table.size()) < n_blocks)
-    m.table.resize(static_cast<size_t>(n_blocks));
+  if (static_cast<int64_t>(m.table.size()) < n_blocks) {
+    try {
+      m.table.resize(static_cast<size_t>(n_blocks));
+    } catch (const std::bad_alloc&) {
+      return make_error(
+          "cannot allocate {} of RAM for the KV block table ({} blocks of {} tokens): out of "
+          "memory; a shorter -c or a larger --kv-block",
+          format_size(n_blocks * static_cast<int64_t>(sizeof(BlockEntry))), n_blocks, bs);
+    }
+  }
   for (int64_t b = first; b < n_blocks; ++b) {
     BlockEntry& e = m.table[static_cast<size_t>(b)];
     if (e.state != State::Unused) continue;  // the partial block being filled
-    const int32_t slot = m.take_window_slot();
-    m.table[static_cast<size_t>(b)] = BlockEntry{State::Window, Tier::Host, slot, -1};
+    auto slot = m.take_window_slot();
+    if (!slot) {
+      // Give back what this call took: the cache holds what it held.
+      for (int64_t u = b - 1; u >= first; --u) {
+        BlockEntry& t = m.table[static_cast<size_t>(u)];
+        if (u * bs < m.n_tokens) break;  // the partial block, already held before this call
+        m.window.give_back(t.window_slot);
+        t = BlockEntry{};
+        --m.n_window;
+      }
+      m.publish();
+      return slot.error();
+    }
+    m.table[static_cast<size_t>(b)] = BlockEntry{State::Window, Tier::Host, *slot, -1};
     ++m.n_window;
   }
   // Blocks still in flight beyond the spares (those a long prefill ubatch spilled at commit)
@@ -488,8 +530,8 @@ Status KvCache::restore(int64_t n_tokens,
     if (st) {
       const BlockEntry& e = m.table[static_cast<size_t>(b)];
       if (m.device() != nullptr) {  // through RAM onto the device
-        staging.resize(static_cast<size_t>(m.block_bytes));
-        st = fill(b, std::span<uint8_t>(staging));
+        st = m.resize_staging(staging);
+        if (st) st = fill(b, std::span<uint8_t>(staging));
         if (st) st = m.device()->copy_in(e.window_slot, staging.data());
       } else {
         st = fill(b, std::span<uint8_t>(m.window.slot(e.window_slot),

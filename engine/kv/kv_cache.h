@@ -13,7 +13,8 @@
 //           recent ceil(window_tokens / block_size) blocks (the block being filled counts as one);
 //           RAM for the CPU session, the GPU's memory for the CUDA session (a DeviceWindow).
 //           Sized by those two settings, not by a budget.
-//   Host    a RAM arena of whole logical blocks, up to host_budget bytes (all layers, K + V).
+//   Host    a RAM arena of whole logical blocks, up to host_budget bytes (all layers, K + V),
+//           mapped in chunks as blocks spill into it (kv_storage.h), never reserved up front.
 //   Disk    a preallocated spill file (posix_fallocate, so a full disk shows at creation) in
 //           spill_dir, named spillway-spill-<pid>-<n>.kv, written with pwrite and read through a
 //           read-only mmap; removed when the cache is destroyed; files of dead processes are
@@ -135,8 +136,10 @@ class KvCache {
 
   /// Makes room for positions [n_tokens(), n_tokens() + n): allocates window blocks, sends
   /// blocks that leave the window to the copy thread. Errors (the cache then holds what it
-  /// held): "context full: ..." when n_tokens() + n > max_tokens(); an I/O error of an earlier
-  /// spill ("writing the spill file FILE failed: Input/output error").
+  /// held): "context full: ..." when n_tokens() + n > max_tokens(); an error of an earlier
+  /// spill ("writing the spill file FILE failed: Input/output error", "cannot allocate 64.0 MiB
+  /// of RAM for the host KV tier ...": sticky, the cache is in error); RAM that runs out for a
+  /// window block or the block table (the message names the bytes and the setting to change).
   Status reserve(int64_t n);
   /// Writes one position's K row [n_kv_heads * head_dim] and V row [n_kv_heads * head_dim_v]
   /// (f32, converted to the cache types) of `layer` at `pos` in [n_tokens(), n_tokens() + n)

@@ -5,6 +5,7 @@
 // DeviceWindow; the cache then only does the window's bookkeeping and moves bytes through it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,8 +56,10 @@ class WindowPool {
   int32_t take();
   /// Whether grow() may be called (always in RAM; below n_slots() on a device).
   bool can_grow() const { return device_ == nullptr || size() < device_->n_slots(); }
-  /// A new slot (size() grows by one), zeroed and taken. Precondition: can_grow().
-  int32_t grow();
+  /// A new slot (size() grows by one), zeroed and taken. Precondition: can_grow(). Error (RAM
+  /// is out): "cannot allocate 160.0 KiB of RAM for a KV window block (the window holds 17
+  /// blocks, 2.7 MiB): out of memory; a smaller --kv-window or --ubatch, or a shorter -c".
+  Expected<int32_t> grow();
   /// Returns a taken slot to the free list.
   void give_back(int32_t slot);
   /// Every slot free again (none released to the system).
@@ -78,27 +81,52 @@ class WindowPool {
   std::vector<int32_t> free_;
 };
 
-/// The Host tier: one anonymous mapping of n_slots * slot_bytes bytes (MAP_NORESERVE, so an
-/// unlimited budget sized for the whole context only costs the pages blocks really use).
+/// The Host tier: slots of whole logical blocks in anonymous mappings of about kChunkBytes each
+/// (at least one slot), mapped as blocks first spill into them, not at creation: an unlimited
+/// budget sized for the whole context costs the address space of the blocks really spilled
+/// (a 131072-token context does not reserve its gigabytes for a 5-token prompt). Chunks stay
+/// mapped until the arena goes, so a slot's address never changes once it has one.
+///
+/// Threads: acquire() is called by one thread at a time (the cache's copy thread); slot(i) may be
+/// read from any thread once acquire(i) has returned there or on a thread that happened before.
 class HostArena {
  public:
-  /// Error: "cannot reserve SIZE of RAM for the host KV tier: REASON".
+  static constexpr int64_t kChunkBytes = int64_t{64} << 20;
+
+  /// Maps nothing yet. Error: "cannot allocate SIZE for the host KV tier's chunk table: ...".
   static Expected<std::unique_ptr<HostArena>> create(int64_t n_slots, int64_t slot_bytes);
   ~HostArena();
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
   int64_t n_slots() const { return n_slots_; }
-  /// Slot i, slot_bytes long. Precondition: 0 <= i < n_slots().
-  uint8_t* slot(int64_t i) const { return base_ + i * slot_bytes_; }
+  int64_t slots_per_chunk() const { return per_chunk_; }
+  /// Bytes mapped so far (whole chunks).
+  int64_t mapped_bytes() const { return mapped_.load(std::memory_order_relaxed); }
+
+  /// Slot i for writing, its chunk mapped first if this is the first of its slots used.
+  /// Precondition: 0 <= i < n_slots(). Error (the mapping failed: RAM or address space is out):
+  /// "cannot allocate 64.0 MiB of RAM for the host KV tier (it holds 1.9 GiB so far): Cannot
+  /// allocate memory; set --host-budget (and --disk-budget for the rest) or a shorter -c".
+  Expected<uint8_t*> acquire(int64_t i);
+  /// Slot i, slot_bytes long. Precondition: acquire(i) succeeded before.
+  uint8_t* slot(int64_t i) const {
+    return chunks_[static_cast<size_t>(i / per_chunk_)] + (i % per_chunk_) * slot_bytes_;
+  }
 
  private:
-  HostArena(uint8_t* base, int64_t n_slots, int64_t slot_bytes)
-      : base_(base), n_slots_(n_slots), slot_bytes_(slot_bytes) {}
+  HostArena(int64_t n_slots, int64_t slot_bytes, int64_t per_chunk, std::vector<uint8_t*> chunks)
+      : n_slots_(n_slots),
+        slot_bytes_(slot_bytes),
+        per_chunk_(per_chunk),
+        chunks_(std::move(chunks)) {}
+  int64_t chunk_bytes(size_t c) const;
 
-  uint8_t* base_;  // [n_slots][slot_bytes]
   int64_t n_slots_;
   int64_t slot_bytes_;
+  int64_t per_chunk_;             // slots per chunk (the last chunk may hold fewer)
+  std::vector<uint8_t*> chunks_;  // [ceil(n_slots / per_chunk)]; nullptr until mapped
+  std::atomic<int64_t> mapped_{0};
 };
 
 }  // namespace spw::kv

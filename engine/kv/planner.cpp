@@ -198,6 +198,10 @@ Expected<Plan> compute(const PlanInput& in) {
                                        format_size(p.vram_bytes), format_size(in.vram)));
     }
   }
+  if (in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram) {
+    p.problems.push_back(fmt::format("KV in RAM {} is more than this machine's {} of memory",
+                                     format_size(p.ram_kv_bytes), format_size(in.physical_ram)));
+  }
   p.fits = p.problems.empty();
 
   // Decode, last token: KV actually held is read once, weights once.
@@ -223,11 +227,13 @@ Expected<Plan> compute(const PlanInput& in) {
 
   // Prefill, memory traffic: weights once per ubatch; attention reads all earlier KV once per
   // ubatch (split over the tiers as the final placement); each token's KV written once.
+  // Token-positions read over all ubatches: ubatch i reads min(n_ctx, (i + 1) * ubatch), which
+  // is n_ctx for the last one only. In closed form: a context of 2^31 tokens in ubatches of one
+  // is no loop of 2^31 steps.
   const int64_t n_ub = ceil_div(in.n_ctx, in.ubatch);
-  double kv_reads = 0;  // token-positions read over all ubatches
-  for (int64_t i = 0; i < n_ub; ++i) {
-    kv_reads += static_cast<double>(std::min(in.n_ctx, (i + 1) * in.ubatch));
-  }
+  const auto nub = static_cast<double>(n_ub);
+  const double kv_reads =
+      static_cast<double>(in.ubatch) * (nub - 1) * nub / 2 + static_cast<double>(in.n_ctx);
   const double placed = static_cast<double>(p.window.tokens + p.host.tokens + p.disk.tokens);
   const double f_host = placed > 0 ? static_cast<double>(p.host.tokens) / placed : 0;
   const double f_disk = placed > 0 ? static_cast<double>(p.disk.tokens) / placed : 0;
@@ -274,20 +280,44 @@ Expected<Plan> make_plan(const PlanInput& in) {
   auto planned = compute(in);
   if (!planned) return planned;
   Plan& p = *planned;
-  if (in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram) {
-    p.warnings.push_back(fmt::format(
-        "KV in RAM {} is more than this machine's {} of memory: give --host-budget (and "
-        "--disk-budget), a shorter -c or q8_0 KV",
-        format_size(p.ram_kv_bytes), format_size(in.physical_ram)));
-  }
   if (p.fits) return planned;
   const bool vram_problem = p.gpu && p.vram_bytes > in.vram;
   const bool room_problem = p.max_tokens < in.n_ctx;
+  const bool ram_problem = in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram;
   const int64_t cold = p.n_blocks - p.window.blocks;
 
   if (room_problem && !vram_problem && p.max_tokens > 0) {
     p.suggestions.push_back({"ctx", fmt::format("-c {}", p.max_tokens),
                              fmt::format("the budgets hold {} tokens", p.max_tokens)});
+  }
+  // More KV in RAM than the machine has: what the default context would do (the RAM budget
+  // for the window and a host tier, the disk tier for the rest), or a context that fits it.
+  if (ram_problem && !room_problem && global_layers(in) > 0) {
+    const int64_t budget = in.ram_budget >= 0 ? in.ram_budget : in.physical_ram / 2;
+    auto laid = layout_of(in);
+    if (!laid) return laid.error();
+    // The global layers' tiers; the sliding layers' windows (in RAM without a GPU) come first.
+    TierConfig tc = shape_of(in, global_layers(in), p.gpu ? WindowHome::Device : WindowHome::Ram);
+    tc.window_tokens = laid->window_tokens;
+    tc.disk_budget = 0;
+    const int64_t sliding_ram = p.gpu ? 0 : p.sliding_window_bytes;
+    auto fitted = fit_ram_budget(tc, std::max<int64_t>(0, budget - sliding_ram));
+    if (!fitted) return fitted.error();
+    const int64_t host = fitted->host_budget;
+    const int64_t host_blocks = host / p.block_bytes;
+    const int64_t disk = std::max<int64_t>(0, cold - host_blocks) * p.block_bytes;
+    p.suggestions.push_back(
+        {"host-disk",
+         fmt::format("--host-budget {} --disk-budget {}", size_flag(host), size_flag(disk)),
+         fmt::format("{} of RAM (the RAM budget {} less the window) and {} of disk hold the {} "
+                     "tokens",
+                     format_size(host_blocks * p.block_bytes), format_size(budget),
+                     format_size(disk), in.n_ctx)});
+    if (fitted->max_tokens >= 1 && fitted->max_tokens < in.n_ctx) {
+      p.suggestions.push_back({"ctx", fmt::format("-c {}", fitted->max_tokens),
+                               fmt::format("the RAM budget {} holds {} tokens", format_size(budget),
+                                           fitted->max_tokens)});
+    }
   }
   // q8_0 KV: 8.5 bits per value instead of 16 or 32.
   if (in.type_k != GgmlType::Q8_0 || in.type_v != GgmlType::Q8_0) {

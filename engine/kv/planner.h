@@ -69,12 +69,15 @@ struct PlanInput {
   double disk_read_gb_per_s = 0;
   double disk_write_gb_per_s = 0;
   double gpu_gb_per_s = 0;
-  // The machine: physical memory in bytes; 0: unknown (no warning about it).
+  // The machine: physical memory in bytes; 0: unknown (not checked).
   int64_t physical_ram = 0;
   // The spill folder: bytes free in it (< 0: unknown), and why it cannot take a spill file
   // (empty: it can). A disk tier that does not fit there does not fit.
   int64_t spill_free_bytes = -1;
   std::string spill_problem;
+  // The RAM the default context gives KV (default_kv_ram_budget(), tier_policy.h), for the
+  // suggestions when KV in RAM is more than the machine has; -1: unknown (half physical_ram).
+  int64_t ram_budget = -1;
 };
 
 /// One tier's share.
@@ -86,7 +89,8 @@ struct TierPlan {
 
 /// A change that makes the plan fit, with the flag that makes it.
 struct Suggestion {
-  std::string kind;  // "ctx" | "cache-type" | "ram" | "disk" | "kv-window" | "cpu"
+  // "ctx" | "cache-type" | "ram" | "disk" | "host-disk" | "kv-window" | "cpu"
+  std::string kind;
   std::string flag;  // "-c 1536", "--cache-type-k q8_0 --cache-type-v q8_0", "--host-budget 2G"
   std::string why;   // one line for people
 };
@@ -112,12 +116,13 @@ struct Plan {
   // The whole context's KV were every layer global (the saving of the sliding layers is
   // dense_kv_bytes - kv_bytes).
   int64_t dense_kv_bytes = 0;
+  /// Every token has a tier and the tiers fit the machine: false when the budgets leave tokens
+  /// without room, the window does not fit --vram, or the KV planned into RAM (without a host
+  /// budget, every cold block) is more than physical_ram ("KV in RAM 1.2 TiB is more than this
+  /// machine's 23.0 GiB of memory").
   bool fits = false;
-  std::vector<std::string> problems;  // why it does not fit, one line each
-  /// Fits the budgets but not the machine: "KV in RAM 1.2 TiB is more than this machine's 23.0
-  /// GiB of memory: ..." when the KV planned into RAM (without a host budget, every cold block)
-  /// is more than physical_ram.
-  std::vector<std::string> warnings;
+  std::vector<std::string> problems;    // why it does not fit, one line each
+  std::vector<std::string> warnings;    // fits, but worth saying (none at present)
   std::vector<Suggestion> suggestions;  // empty when it fits
   // Predictions; 0 where a needed bandwidth is unknown.
   double decode_s_per_token = 0;  // the context's last token

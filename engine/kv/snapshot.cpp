@@ -27,7 +27,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 
+#include "engine/common/size.h"
 #include "engine/kv/kv_cache_set.h"
 #include "engine/kv/planner.h"
 
@@ -637,23 +639,50 @@ Groups groups_of(KvCacheSet& set) {
   return g;
 }
 
+// The snapshot's buffers (its header with every token id, a block, zstd's windows) scale with
+// the context and the block: running out of RAM for them is an error with the numbers.
+Error out_of_memory(const std::string& path, const KvCache& cache, int64_t n_tokens) {
+  return make_error(
+      "cannot allocate RAM for snapshot {} ({} tokens, blocks of {}): out of memory; a shorter "
+      "prompt or -c",
+      path, n_tokens, format_size(cache.block_bytes()));
+}
+
+Status save_guarded(const std::string& path, const Model& model, const Groups& groups,
+                    std::span<const int32_t> tokens) {
+  try {
+    return save_groups(path, model, groups, tokens);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(path, *groups.front(), static_cast<int64_t>(tokens.size()));
+  }
+}
+
+Expected<std::vector<int32_t>> load_guarded(const std::string& path, const Model& model,
+                                            const Groups& groups) {
+  try {
+    return load_groups(path, model, groups);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(path, *groups.front(), groups.front()->n_tokens());
+  }
+}
+
 }  // namespace
 
 Status save_snapshot(const std::string& path, const Model& model, KvCache& cache,
                      std::span<const int32_t> tokens) {
-  return save_groups(path, model, Groups{&cache}, tokens);
+  return save_guarded(path, model, Groups{&cache}, tokens);
 }
 Status save_snapshot(const std::string& path, const Model& model, KvCacheSet& caches,
                      std::span<const int32_t> tokens) {
-  return save_groups(path, model, groups_of(caches), tokens);
+  return save_guarded(path, model, groups_of(caches), tokens);
 }
 Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
                                              KvCache& cache) {
-  return load_groups(path, model, Groups{&cache});
+  return load_guarded(path, model, Groups{&cache});
 }
 Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
                                              KvCacheSet& caches) {
-  return load_groups(path, model, groups_of(caches));
+  return load_guarded(path, model, groups_of(caches));
 }
 
 }  // namespace spw::kv

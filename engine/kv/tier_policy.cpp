@@ -266,4 +266,84 @@ int64_t fit_recent_blocks(int64_t slots, int64_t fixed, const WindowRule& w) {
   return std::max<int64_t>(0, slots - fixed - w.sink_blocks);
 }
 
+// ---- The default context ----------------------------------------------------------------------
+
+int64_t default_kv_ram_budget(const MachineMemory& m, int64_t weights_bytes) {
+  int64_t room = -1;
+  const int64_t available = m.available_bytes > 0 ? m.available_bytes : m.physical_bytes;
+  if (available > 0) room = std::max<int64_t>(0, available - std::max<int64_t>(0, weights_bytes));
+  // The address space left already excludes the mapped weights (it is measured after the load).
+  if (m.address_space_left >= 0)
+    room = room < 0 ? m.address_space_left : std::min(room, m.address_space_left);
+  return room < 0 ? -1 : room / 2;
+}
+
+namespace {
+
+// What decided default_kv_ram_budget(), for the note.
+std::string_view ram_budget_basis(const MachineMemory& m, int64_t weights_bytes) {
+  const int64_t available = m.available_bytes > 0 ? m.available_bytes : m.physical_bytes;
+  const int64_t room = std::max<int64_t>(0, available - std::max<int64_t>(0, weights_bytes));
+  if (m.address_space_left >= 0 && (available <= 0 || m.address_space_left < room))
+    return "half the address space the ulimit leaves";
+  return m.available_bytes > 0 ? "half the available memory less the weights"
+                               : "half the installed memory less the weights";
+}
+
+}  // namespace
+
+std::string group_thousands(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+Expected<TierLayout> fit_ram_budget(TierConfig c, int64_t ram_budget) {
+  c.host_budget = -1;
+  auto whole = plan_tiers(c);
+  if (!whole) return whole;
+  // The cold blocks get what the window leaves of the budget; the disk tier holds the rest.
+  c.host_budget = std::max<int64_t>(0, ram_budget - whole->window_blocks * whole->block_bytes);
+  return plan_tiers(c);
+}
+
+Expected<ContextChoice> choose_context(const ContextRequest& r) {
+  ContextChoice out;
+  out.kv = r.kv;
+  out.n_ctx = r.n_ctx > 0 ? r.n_ctx : r.n_ctx_train;
+  TierConfig tc = tier_config(r.kv, WindowHome::Ram, r.n_ctx_train);
+  tc.n_layer = r.shape.n_layer;
+  tc.n_kv_heads = r.shape.n_kv_heads;
+  tc.head_dim = r.shape.head_dim;
+  tc.head_dim_v = r.shape.head_dim_v;
+  tc.type_k = r.shape.type_k;
+  tc.type_v = r.shape.type_v;
+  tc.host_budget = -1;
+  auto whole = plan_tiers(tc);
+  if (!whole) return whole.error();
+  out.trained_kv_bytes = whole->n_blocks * whole->block_bytes;
+  out.ram_budget = default_kv_ram_budget(r.machine, r.weights_bytes);
+  if (r.n_ctx > 0 || r.kv.host_budget >= 0 || out.ram_budget < 0) return out;
+  if (out.trained_kv_bytes <= out.ram_budget) return out;  // all of it fits in RAM
+
+  out.chosen = true;
+  auto fitted = fit_ram_budget(tc, out.ram_budget);
+  if (!fitted) return fitted.error();
+  out.kv.host_budget = fitted->host_budget;
+  out.n_ctx = fitted->max_tokens;
+  if (out.n_ctx < r.n_ctx_train) {
+    out.note = fmt::format(
+        "context {} of {} trained: KV needs {}, RAM budget {} ({}){}; -c or Settings to change",
+        group_thousands(out.n_ctx), group_thousands(r.n_ctx_train),
+        format_size(out.trained_kv_bytes), format_size(out.ram_budget),
+        ram_budget_basis(r.machine, r.weights_bytes),
+        r.kv.disk_budget > 0 ? fmt::format(" + disk budget {}", format_size(r.kv.disk_budget))
+                             : std::string());
+  }
+  return out;
+}
+
 }  // namespace spw::kv

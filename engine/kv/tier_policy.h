@@ -37,6 +37,7 @@
 #include <string_view>
 
 #include "engine/common/expected.h"
+#include "engine/common/machine.h"
 #include "formats/ggml_format.h"
 
 namespace spw::kv {
@@ -226,5 +227,61 @@ Expected<TierLayout> plan_tiers(const TierConfig& c);
 /// `fixed` slots it always needs (a ubatch's blocks, the spares); 0 when not even one fits.
 /// Auto on a GPU: the CUDA session's window is the one that fits its free memory.
 int64_t fit_recent_blocks(int64_t slots, int64_t fixed, const WindowRule& w);
+
+// ---- The default context ----------------------------------------------------------------------
+//
+// Without -c (Settings' context 0) and without --host-budget, a session runs the trained
+// context only if its KV fits the default budgets: the window, a host budget of RAM taken from
+// the machine (default_kv_ram_budget()) and the disk budget when one is set. Otherwise it runs
+// the largest context that does fit, and says so (ContextChoice::note). An explicit -c or host
+// budget is kept as given: the budgets then limit the context as they always did ("context
+// full: ..."). The window is counted in RAM (where the CPU session keeps it; a CUDA session
+// moves it to the GPU and so needs less RAM, never more).
+
+/// The RAM the default context gives the KV cache (its window in RAM and its host tier): half of
+/// the memory available now (MemAvailable, else the installed RAM) less the weights' bytes (a
+/// mapping of the model file: its pages count as available page cache, yet they must stay
+/// resident while the model runs), and never more than half the address space RLIMIT_AS still
+/// allows. The other half stays for the system, the app and other programs. -1 when the machine
+/// says nothing (no limit: the trained context).
+int64_t default_kv_ram_budget(const MachineMemory& m, int64_t weights_bytes);
+
+/// The largest context of at most c.n_ctx tokens whose KV fits `ram_budget` bytes of RAM (the
+/// window, and a host tier of what the window leaves of it: c.host_budget is replaced) plus
+/// c.disk_budget on disk: the layout, whose max_tokens is that context and whose host_budget is
+/// the one that gives it. The default context and the planner's "-c N" both come from here.
+Expected<TierLayout> fit_ram_budget(TierConfig c, int64_t ram_budget);
+
+/// What the default context is chosen from.
+struct ContextRequest {
+  TierConfig shape;           // the model's KV shape and types; n_ctx and the paging are ignored
+  int64_t n_ctx = 0;          // -c as given; 0: choose
+  int64_t n_ctx_train = 0;    // the model's trained context (>= 1)
+  KvSettings kv;              // the settings as given
+  int64_t weights_bytes = 0;  // bytes of weights mapped while the model runs
+  MachineMemory machine;
+};
+
+struct ContextChoice {
+  int64_t n_ctx = 0;  // the context to run
+  /// The settings to run: as given, except that a chosen context that needs a limit on the host
+  /// tier (the trained context does not fit all in RAM) gets host_budget set to the RAM
+  /// budget less the window, so the blocks past it go to the disk tier when there is one.
+  KvSettings kv;
+  bool chosen = false;           // the default applied (no -c, no host budget, a known machine)
+  int64_t ram_budget = -1;       // default_kv_ram_budget(); -1: unknown
+  int64_t trained_kv_bytes = 0;  // KV of the trained context in whole blocks
+  /// Empty when the trained context runs; else one line for stderr and the app's notes:
+  /// "context 32,768 of 131,072 trained: KV needs 16.0 GiB, RAM budget 11.5 GiB (half the
+  /// available memory less the weights); -c or Settings to change" (or "(half the address space
+  /// the ulimit leaves)" when RLIMIT_AS decided).
+  std::string note;
+};
+
+/// The context and settings a session runs. Errors: plan_tiers()'s for the shape and settings.
+Expected<ContextChoice> choose_context(const ContextRequest& r);
+
+/// 131072 -> "131,072".
+std::string group_thousands(int64_t n);
 
 }  // namespace spw::kv

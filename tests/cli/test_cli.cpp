@@ -425,6 +425,35 @@ TEST(CliChatTemplate, OverrideUnknownTemplateAndErrors) {
   EXPECT_NE(r.err.find("absent.gguf"), std::string::npos) << r.err;
 }
 
+// --parse-special with a prompt that starts with the BOS text while the vocabulary adds one: two
+// BOS tokens, as given (as llama.cpp keeps them), and one warning on stderr; tokenize the same.
+// Without --parse-special "<s>" is text: one BOS, no warning.
+TEST(CliGenerate, APromptStartingWithBosIsWarnedOnce) {
+  const fs::path p = write_model("bos.gguf", TestModelSpec{});
+  const std::string warning = "warning: the prompt already starts with BOS ('<s>')";
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  Result r = run({"generate", "-m", p.string(), "-p", "<s>ab", "--parse-special", "-n", "1",
+                  "--temp", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_GE(j["prompt_tokens"].size(), 3u);
+  EXPECT_EQ(j["prompt_tokens"][0], 1);
+  EXPECT_EQ(j["prompt_tokens"][1], 1);
+  EXPECT_EQ(count(r.err, warning), 1u) << r.err;
+  Result t = run({"tokenize", "-m", p.string(), "-p", "<s>ab", "--parse-special"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out.rfind("1 1 ", 0), 0u) << t.out;
+  EXPECT_EQ(count(t.err, warning), 1u) << t.err;
+  Result text = run({"generate", "-m", p.string(), "-p", "<s>ab", "-n", "1", "--json"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(nlohmann::json::parse(text.out)["prompt_tokens"][1], 1);
+  EXPECT_EQ(count(text.err, warning), 0u) << text.err;
+}
+
 }  // namespace
 }  // namespace spw
 

@@ -157,9 +157,6 @@ TEST(CliPlan, BadFlagsAreRefused) {
   }
 }
 
-// Without --host-budget the whole cold part is planned into RAM: a context whose KV is more than
-// this machine's memory (640 B x 2^31 tokens = 1.25 TiB) gets a warning naming both sizes, in the
-// JSON and in the text.
 // A disk tier whose folder cannot take the spill file does not fit (generate refuses to start
 // there): plan says so instead of "fits". /sys takes no new files, not even root's.
 TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
@@ -181,20 +178,35 @@ TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
   EXPECT_EQ(run(gen).exit_code, 1);
 }
 
-TEST(CliPlan, MoreKvThanPhysicalMemoryIsWarned) {
+// Without --host-budget the whole cold part is planned into RAM: a context whose KV is more than
+// this machine's memory (640 B x 2^31 tokens = 1.25 TiB) does not fit, with the problem naming
+// both sizes and what would: the default context's budgets with a disk tier, or a shorter -c.
+TEST(CliPlan, MoreKvThanPhysicalMemoryDoesNotFit) {
   const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = parse_one_object(r.out);
-  ASSERT_EQ(j["warnings"].size(), 1u) << j.dump();
-  EXPECT_NE(j["warnings"][0].get<std::string>().find("more than this machine's"),
-            std::string::npos);
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_TRUE(j["warnings"].empty()) << j.dump();
+  ASSERT_EQ(j["problems"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["problems"][0].get<std::string>().rfind("KV in RAM 1.2 TiB is more than this "
+                                                      "machine's ",
+                                                      0),
+            0u)
+      << j["problems"].dump();
+  std::vector<std::string> kinds;
+  for (const auto& s : j["suggestions"]) kinds.push_back(s["kind"].get<std::string>());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "host-disk"), kinds.end()) << j.dump();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "ctx"), kinds.end()) << j.dump();
   const CliResult t = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648"});
-  EXPECT_NE(t.out.find("warning     KV in RAM 1.2 TiB"), std::string::npos) << t.out;
-  // With a host budget the plan keeps to it: no warning.
+  EXPECT_NE(t.out.find("fits        no: "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("  problem   KV in RAM 1.2 TiB"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("  try       --host-budget "), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("fits        yes"), std::string::npos) << t.out;
+  // With a host budget the plan keeps to it and fits.
   const CliResult b =
       run({"plan", "-m", stories_shaped().string(), "-c", "4096", "--host-budget", "1M", "--json"});
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  EXPECT_TRUE(parse_one_object(b.out)["warnings"].empty());
+  EXPECT_TRUE(parse_one_object(b.out)["problems"].empty());
 }
 
 // plan and generate mean the same by the same flags: for budgets, blocks, windows and sinks
@@ -263,6 +275,54 @@ TEST(CliPlan, PlanAndGenerateAgreeToTheTokenOnWhatFits) {
         "context full: " + std::to_string(c.expect) + " tokens fit in the budgets you set (";
     EXPECT_NE(g.err.find(want), std::string::npos) << g.err;
   }
+
+  // No -c: the default context, the trained one cut to what fits the machine's default budget.
+  // --mem-available makes the machine the same for both: 2 MiB, less the weights, halved; the
+  // window of 17 blocks of 16 tokens (170 KiB) first, then 10 KiB host blocks in what is left.
+  const CliResult info = run({"info", "-m", stories_shaped().string(), "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const int64_t weights = parse_one_object(info.out)["tensor_bytes"].get<int64_t>();
+  const int64_t budget = (2 * 1024 * 1024 - weights) / 2;
+  const int64_t expect = (17 + (budget - 17 * 10240) / 10240) * 16;
+  ASSERT_GT(expect, 17 * 16);
+  ASSERT_LT(expect, 2048);
+  const std::vector<std::string> kv = {"--kv-block",      "16", "--kv-window", "256",
+                                       "--mem-available", "2M"};
+  std::vector<std::string> plan = {"plan", "-m", stories_shaped().string(), "--json"};
+  plan.insert(plan.end(), kv.begin(), kv.end());
+  const CliResult p = run(plan);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const nlohmann::json j = parse_one_object(p.out);
+  EXPECT_EQ(j["n_ctx"].get<int64_t>(), expect) << p.out;
+  EXPECT_EQ(j["max_tokens"].get<int64_t>(), expect);
+  EXPECT_EQ(j["n_ctx_train"], 2048);
+  EXPECT_EQ(j["context_chosen"], true);
+  EXPECT_EQ(j["fits"], true) << j["problems"].dump();
+  EXPECT_EQ(j["ram_budget"].get<int64_t>(), budget);
+  EXPECT_EQ(j["budgets"]["host_budget"].get<int64_t>(), budget - 17 * 10240);
+  std::string grouped = std::to_string(expect);  // "1,024"
+  for (int at = static_cast<int>(grouped.size()) - 3; at > 0; at -= 3) grouped.insert(at, ",");
+  const std::string note = "note: context " + grouped + " of 2,048 trained: ";
+  EXPECT_NE(p.err.find(note), std::string::npos) << p.err;
+
+  std::vector<std::string> gen = {
+      "generate", "-m", stories_shaped().string(), "-f", prompt.string(), "-n", "1"};
+  gen.insert(gen.end(), kv.begin(), kv.end());
+  const CliResult g = run(gen);
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_NE(g.err.find(note), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find("but the context holds " + std::to_string(expect) + " (use -c)"),
+            std::string::npos)
+      << g.err;
+  // Enough memory for the trained context: no note, 2048 tokens, host unlimited.
+  plan.back() = "64M";
+  const CliResult all = run(plan);
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const nlohmann::json ja = parse_one_object(all.out);
+  EXPECT_EQ(ja["n_ctx"], 2048);
+  EXPECT_EQ(ja["context_chosen"], false);
+  EXPECT_TRUE(ja["budgets"]["host_budget"].is_null());
+  EXPECT_EQ(all.err.find("note: context"), std::string::npos) << all.err;
 }
 
 }  // namespace

@@ -292,14 +292,19 @@ const std::vector<std::string> kScaffoldSpecials = {
 };
 
 // A vocabulary-only GGUF: the test-model vocabulary (ids 0 <unk>, 1 <s>, 2 </s>, 3.. bytes,
-// then pieces) plus `specials` as CONTROL tokens.
+// then pieces) plus `specials` as CONTROL tokens. `inert_bos`: BOS is the USER_DEFINED text
+// "BOS" instead (inert: split out of every text, as some vocabularies' added tokens are).
 std::unique_ptr<Tokenizer> test_tokenizer(bool add_bos, const std::vector<std::string>& specials,
-                                          const std::string& name) {
+                                          const std::string& name, bool inert_bos = false) {
   std::vector<std::string> tokens = test_model_vocab(400);
   std::vector<float> scores(tokens.size(), 0.0f);
   std::vector<int32_t> types(tokens.size(), static_cast<int32_t>(TokenType::Normal));
   types[0] = static_cast<int32_t>(TokenType::Unknown);
   types[1] = types[2] = static_cast<int32_t>(TokenType::Control);
+  if (inert_bos) {
+    tokens[1] = "BOS";
+    types[1] = static_cast<int32_t>(TokenType::UserDefined);
+  }
   for (size_t i = 3; i < 3 + 256; ++i) types[i] = static_cast<int32_t>(TokenType::Byte);
   for (size_t i = 3 + 256; i < tokens.size(); ++i) scores[i] = -static_cast<float>(i);
   for (const std::string& s : specials) {
@@ -369,6 +374,43 @@ TEST(ChatTemplateTokens, ExactlyOneBosWhateverTheTokenizerSays) {
       EXPECT_NE(ids.back(), tok->eos()) << "no EOS after the prompt";
     }
   }
+}
+
+// A raw prompt that starts with the BOS text, parsed as special, while the tokenizer adds one:
+// two BOS tokens, kept as given (as llama.cpp keeps them) and said by doubled_bos(). A chat
+// prompt never has two: the content's "<s>" is text, and where the rendered text itself starts
+// with the BOS token (an inert BOS text, split out of every text) none is added before it.
+TEST(ChatTemplateTokens, ALeadingBosIsSaidInRawPromptsAndNeverDoubledInChatOnes) {
+  auto tok = test_tokenizer(true, kScaffoldSpecials, "lead");
+  ASSERT_TRUE(tok);
+  const int32_t bos = tok->bos();
+  const std::vector<int32_t> raw = tok->encode("<s>Hi", true, true);
+  ASSERT_GE(raw.size(), 3u);
+  EXPECT_EQ(raw[0], bos);
+  EXPECT_EQ(raw[1], bos);
+  EXPECT_TRUE(doubled_bos(*tok, raw));
+  EXPECT_FALSE(doubled_bos(*tok, tok->encode("Hi", true, true)));
+  EXPECT_FALSE(doubled_bos(*tok, tok->encode("<s>Hi", false, true)));  // no BOS added
+  EXPECT_FALSE(doubled_bos(*tok, tok->encode("<s>Hi", true, false)));  // "<s>" is text
+  EXPECT_EQ(doubled_bos_warning(*tok),
+            "the prompt already starts with BOS ('<s>') and the tokenizer adds one, so it now "
+            "starts with 2 BOS tokens: remove it from the prompt to send one");
+  auto no_add = test_tokenizer(false, kScaffoldSpecials, "lead-noadd");
+  ASSERT_TRUE(no_add);
+  EXPECT_FALSE(doubled_bos(*no_add, std::vector<int32_t>{bos, bos, 5}));  // as written
+
+  for (ChatFamily f : kAllFamilies) {
+    const auto ids = tokenize_chat(*tok, f, {{ChatRole::User, "<s>Hi"}}, true);
+    EXPECT_EQ(count_id(ids, bos), 1u) << chat_family_name(f);
+    EXPECT_EQ(ids[0], bos) << chat_family_name(f);
+  }
+  auto inert = test_tokenizer(true, {}, "lead-inert", /*inert_bos=*/true);
+  ASSERT_TRUE(inert);
+  ASSERT_EQ(inert->encode("BOS hi", false, false)[0], bos);
+  const auto plain = tokenize_chat(*inert, ChatFamily::Plain, {{ChatRole::User, "BOS hi"}}, true);
+  ASSERT_GE(plain.size(), 2u);
+  EXPECT_EQ(plain[0], bos);
+  EXPECT_EQ(count_id(plain, bos), 1u);
 }
 
 TEST(ChatTemplateTokens, BosWantedByFamily) {

@@ -149,27 +149,55 @@ TEST(PlannerSplit, NoBudgetsEverythingFitsInRam) {
   EXPECT_TRUE(p.suggestions.empty());
 }
 
-// 32K of Llama-3-8B KV is 4 GiB: without a host budget it all goes to RAM, so a 2 GiB machine
-// gets a warning (the plan still "fits" the budgets it was given); a host budget that keeps the
-// RAM part (window + host) under the machine's, or an unknown machine size, gives none.
-TEST(PlannerSplit, MoreKvInRamThanTheMachineHasIsWarned) {
+// 32K of Llama-3-8B KV is 4 GiB: without a host budget it all goes to RAM, so on a 2 GiB machine
+// the plan does not fit, with the problem and what would: the default context's budgets (RAM
+// for the window and a host tier, the disk tier for the rest), the context those hold, q8_0 when
+// it helps (here 2.1 GiB: it does not). A host budget that keeps the RAM part (window + host)
+// under the machine's, or an unknown machine size, fits.
+TEST(PlannerFit, MoreKvInRamThanTheMachineHasDoesNotFit) {
   PlanInput in = llama3_8b();
   in.n_ctx = 32768;
   in.physical_ram = int64_t{2} * kGiB;
   const Plan p = plan_ok(in);
-  EXPECT_TRUE(p.fits);
-  ASSERT_EQ(p.warnings.size(), 1u);
-  EXPECT_EQ(p.warnings[0],
-            "KV in RAM 4.0 GiB is more than this machine's 2.0 GiB of memory: give --host-budget "
-            "(and --disk-budget), a shorter -c or q8_0 KV");
+  EXPECT_FALSE(p.fits);
+  EXPECT_TRUE(p.warnings.empty());
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_EQ(p.problems[0], "KV in RAM 4.0 GiB is more than this machine's 2.0 GiB of memory");
+  EXPECT_EQ(p.max_tokens, 32768);  // the budgets hold it: the machine does not
+  // No RAM budget given: half the machine, 1 GiB; the window takes 17 blocks of 32 MiB, 15 host
+  // blocks fill the 480 MiB left, and the other 96 blocks go to disk.
+  const Suggestion* hd = find(p, "host-disk");
+  ASSERT_NE(hd, nullptr);
+  EXPECT_EQ(hd->flag, "--host-budget 480M --disk-budget 3072M");
+  EXPECT_EQ(hd->why,
+            "480.0 MiB of RAM (the RAM budget 1.0 GiB less the window) and 3.0 GiB of disk hold "
+            "the 32768 tokens");
+  const Suggestion* ctx = find(p, "ctx");
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(ctx->flag, "-c 8192");  // (17 + 15) x 256
+  EXPECT_EQ(find(p, "cache-type"), nullptr);
+  // The default context's budget when known: 512 MiB is less than the window, so no host tier.
+  in.ram_budget = 512 * kMiB;
+  const Plan q = plan_ok(in);
+  ASSERT_NE(find(q, "host-disk"), nullptr);
+  EXPECT_EQ(find(q, "host-disk")->flag, "--host-budget 0 --disk-budget 3552M");
+  EXPECT_EQ(find(q, "ctx")->flag, "-c 4352");
+  // q8_0 KV fits a 3 GiB machine: suggested.
+  in.physical_ram = int64_t{3} * kGiB;
+  const Plan r = plan_ok(in);
+  EXPECT_FALSE(r.fits);
+  EXPECT_NE(find(r, "cache-type"), nullptr);
   in.physical_ram = int64_t{8} * kGiB;
-  EXPECT_TRUE(plan_ok(in).warnings.empty());
+  EXPECT_TRUE(plan_ok(in).fits);
   in.physical_ram = 0;
-  EXPECT_TRUE(plan_ok(in).warnings.empty());
+  EXPECT_TRUE(plan_ok(in).fits);
   in.physical_ram = int64_t{2} * kGiB;
   in.kv.host_budget = int64_t{1} * kGiB;  // + the 544 MiB window: 1.5 GiB of RAM
   in.kv.disk_budget = int64_t{8} * kGiB;
-  EXPECT_TRUE(plan_ok(in).warnings.empty());
+  in.kv.spill_dir = "/tmp";
+  const Plan b = plan_ok(in);
+  EXPECT_TRUE(b.fits);
+  EXPECT_TRUE(b.problems.empty());
 }
 
 TEST(PlannerSplit, ShortContextLivesInTheWindow) {

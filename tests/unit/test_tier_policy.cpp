@@ -624,5 +624,145 @@ TEST(TierPolicyPool, ASpillingWindowNeedsItsUbatchAndTheSpares) {
   EXPECT_EQ(near.pool_slots(1), 63 + kSpareWindowSlots);
 }
 
+// ---- (f) The default context ------------------------------------------------------------------
+
+// small_shape with a trained context of 4096: 256 B a token, blocks of 16 (4 KiB), a window of
+// 1 sink block and 16 recent blocks (68 KiB); the trained context's KV is 256 blocks = 1 MiB.
+ContextRequest default_request(int64_t available) {
+  ContextRequest r;
+  r.shape = small_shape(0, 16, 4, 256);
+  r.n_ctx_train = 4096;
+  r.kv.block_size = 16;
+  r.kv.n_sinks = 4;
+  r.kv.window_tokens = 256;
+  r.machine.available_bytes = available;
+  r.machine.physical_bytes = int64_t{24} << 30;
+  return r;
+}
+
+ContextChoice choice_ok(const ContextRequest& r) {
+  auto c = choose_context(r);
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
+  return c.ok() ? *c : ContextChoice{};
+}
+
+TEST(TierPolicyDefaultContext, RamBudgetIsHalfOfWhatTheWeightsLeave) {
+  MachineMemory m;
+  EXPECT_EQ(default_kv_ram_budget(m, 1000), -1);  // nothing known: no limit
+  m.physical_bytes = 24'000'000;
+  EXPECT_EQ(default_kv_ram_budget(m, 4'000'000), 10'000'000);  // no MemAvailable: the RAM
+  m.available_bytes = 10'000'000;
+  EXPECT_EQ(default_kv_ram_budget(m, 4'000'000), 3'000'000);
+  EXPECT_EQ(default_kv_ram_budget(m, 20'000'000), 0);  // weights beyond what is available
+  m.address_space_left = 2'000'000;  // RLIMIT_AS: the mapped weights are already counted
+  EXPECT_EQ(default_kv_ram_budget(m, 4'000'000), 1'000'000);
+  m.available_bytes = m.physical_bytes = 0;
+  EXPECT_EQ(default_kv_ram_budget(m, 4'000'000), 1'000'000);
+}
+
+TEST(TierPolicyDefaultContext, TheTrainedContextRunsWhenItsKvFits) {
+  const ContextChoice c = choice_ok(default_request(4 << 20));  // a budget of 2 MiB for 1 MiB
+  EXPECT_EQ(c.n_ctx, 4096);
+  EXPECT_FALSE(c.chosen);
+  EXPECT_EQ(c.kv, default_request(0).kv);
+  EXPECT_EQ(c.ram_budget, 2 << 20);
+  EXPECT_EQ(c.trained_kv_bytes, 1 << 20);
+  EXPECT_EQ(c.note, "");
+}
+
+TEST(TierPolicyDefaultContext, OtherwiseTheLargestThatFitsWithTheNote) {
+  // A budget of 200000 B: the window's 69632, then 31 host blocks of 4096 in the 130368 left:
+  // (17 + 31) x 16 = 768 tokens.
+  const ContextChoice c = choice_ok(default_request(400'000));
+  EXPECT_TRUE(c.chosen);
+  EXPECT_EQ(c.n_ctx, 768);
+  EXPECT_EQ(c.kv.host_budget, 200'000 - 17 * kBlock16Bytes);
+  EXPECT_EQ(c.note,
+            "context 768 of 4,096 trained: KV needs 1.0 MiB, RAM budget 195.3 KiB (half the "
+            "available memory less the weights); -c or Settings to change");
+  // Under an address-space limit that decides, the note says so.
+  ContextRequest lim = default_request(int64_t{16} << 30);
+  lim.machine.address_space_left = 400'000;
+  const ContextChoice l = choice_ok(lim);
+  EXPECT_EQ(l.n_ctx, 768);
+  EXPECT_NE(l.note.find("RAM budget 195.3 KiB (half the address space the ulimit leaves); -c"),
+            std::string::npos)
+      << l.note;
+  // The weights come off the available memory first.
+  ContextRequest w = default_request(400'000 + 123'456);
+  w.weights_bytes = 123'456;
+  EXPECT_EQ(choice_ok(w).n_ctx, 768);
+  // A cache made of the choice holds exactly that context, as a context, not as a budget limit.
+  TierConfig tc = tier_config(c.kv, WindowHome::Ram, c.n_ctx);
+  tc.n_layer = 2;
+  tc.n_kv_heads = 2;
+  tc.head_dim = tc.head_dim_v = 16;
+  const TierLayout t = layout_ok(tc);
+  EXPECT_EQ(t.max_tokens, 768);
+  EXPECT_EQ(t.n_ctx, 768);
+  EXPECT_EQ(t.host_slots, 31);
+}
+
+TEST(TierPolicyDefaultContext, ADiskBudgetHoldsTheBlocksPastTheRam) {
+  ContextRequest r = default_request(400'000);
+  r.kv.disk_budget = 10 * kBlock16Bytes;
+  r.kv.spill_dir = "/tmp";
+  const ContextChoice c = choice_ok(r);
+  EXPECT_EQ(c.n_ctx, (17 + 31 + 10) * 16);
+  EXPECT_EQ(c.kv.disk_budget, 10 * kBlock16Bytes);
+  EXPECT_NE(c.note.find("RAM budget 195.3 KiB (half the available memory less the weights) + "
+                        "disk budget 40.0 KiB; -c or Settings"),
+            std::string::npos)
+      << c.note;
+  // Enough disk for all of it: the trained context, the host budget set so the rest spills.
+  r.kv.disk_budget = 300 * kBlock16Bytes;
+  const ContextChoice all = choice_ok(r);
+  EXPECT_EQ(all.n_ctx, 4096);
+  EXPECT_EQ(all.note, "");
+  EXPECT_EQ(all.kv.host_budget, 200'000 - 17 * kBlock16Bytes);
+}
+
+TEST(TierPolicyDefaultContext, AnExplicitContextOrHostBudgetIsKeptAsGiven) {
+  ContextRequest r = default_request(400'000);
+  r.n_ctx = 3000;
+  ContextChoice c = choice_ok(r);
+  EXPECT_EQ(c.n_ctx, 3000);
+  EXPECT_FALSE(c.chosen);
+  EXPECT_EQ(c.kv.host_budget, -1);
+  EXPECT_EQ(c.note, "");
+  r.n_ctx = 0;
+  r.kv.host_budget = 8 * kBlock16Bytes;
+  c = choice_ok(r);
+  EXPECT_EQ(c.n_ctx, 4096);  // the budget limits it as it always did ("context full")
+  EXPECT_EQ(c.kv.host_budget, 8 * kBlock16Bytes);
+  EXPECT_FALSE(c.chosen);
+  // A machine that says nothing: the trained context.
+  r = default_request(0);
+  r.machine = MachineMemory{};
+  EXPECT_EQ(choice_ok(r).n_ctx, 4096);
+}
+
+TEST(TierPolicyDefaultContext, TheWindowIsNeverCut) {
+  // A budget smaller than the window: the window's blocks still run, no host tier.
+  const ContextChoice c = choice_ok(default_request(1000));
+  EXPECT_EQ(c.n_ctx, 17 * 16);
+  EXPECT_EQ(c.kv.host_budget, 0);
+}
+
+TEST(TierPolicyDefaultContext, GroupedThousandsAndMemAvailable) {
+  EXPECT_EQ(group_thousands(0), "0");
+  EXPECT_EQ(group_thousands(999), "999");
+  EXPECT_EQ(group_thousands(1000), "1,000");
+  EXPECT_EQ(group_thousands(131072), "131,072");
+  EXPECT_EQ(group_thousands(2147483648), "2,147,483,648");
+  EXPECT_EQ(parse_mem_available("MemTotal:       24000000 kB\nMemFree:  100 kB\n"
+                                "MemAvailable:   2048 kB\nBuffers: 1 kB\n"),
+            2048 * 1024);
+  EXPECT_EQ(parse_mem_available("MemTotal: 5 kB\n"), 0);
+  EXPECT_EQ(parse_mem_available("XMemAvailable: 5 kB\n"), 0);
+  EXPECT_EQ(parse_mem_available("MemAvailable: lots\n"), 0);
+  EXPECT_GT(read_machine_memory().physical_bytes, 0);
+}
+
 }  // namespace
 }  // namespace spw::kv

@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <thread>
+#include <utility>
 
+#include "engine/common/size.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/quant_dot.h"
 #include "engine/kv/snapshot.h"
@@ -44,7 +47,41 @@ Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
   const kv::KvCacheConfig kc = kv_cache_config(model, params, cpu.kv, kv::WindowHome::Ram);
   auto cache = kv::KvCache::create(kc);
   if (!cache) return cache.error();
-  return std::unique_ptr<CpuSession>(new CpuSession(model, params, cpu, std::move(*cache)));
+  std::unique_ptr<CpuSession> s;
+  try {
+    s.reset(new CpuSession(model, params, cpu, std::move(*cache)));
+  } catch (const std::bad_alloc&) {
+    return make_error(
+        "cannot allocate RAM for the CPU session of {} (its norm weights, RoPE table and KV "
+        "block views): out of memory; a shorter -c",
+        model.config().arch_name);
+  }
+  if (Status st = s->reserve_scratch(); !st) return st.error();
+  return s;
+}
+
+Status CpuSession::reserve_scratch() {
+  const int64_t n = std::min(cp_.n_ubatch, cache_->max_tokens());  // tokens of a ubatch at most
+  const int64_t q_dim = c_.n_head * c_.head_dim, k_dim = c_.n_head_kv * c_.head_dim,
+                v_dim = c_.n_head_kv * c_.head_dim_v, attn_dim = c_.n_head * c_.head_dim_v;
+  // [n][...] each, as layer() and ubatch() size them.
+  const std::pair<std::vector<float>*, int64_t> per_token[] = {
+      {&x_, c_.n_embd}, {&h_, c_.n_embd},     {&q_, q_dim},       {&k_cur_, k_dim},
+      {&v_cur_, v_dim}, {&attn_, attn_dim},   {&tmp_, c_.n_embd}, {&gate_, c_.n_ff},
+      {&up_, c_.n_ff},  {&rope_cs_, c_.n_rot}};
+  int64_t floats = c_.n_vocab;  // logits_
+  for (const auto& [v, width] : per_token) floats += n * width;
+  try {
+    for (const auto& [v, width] : per_token) v->reserve(static_cast<size_t>(n * width));
+    logits_.reserve(static_cast<size_t>(c_.n_vocab));
+  } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
+    return make_error(
+        "cannot allocate {} of RAM for the CPU session's scratch (a ubatch of {} tokens, {} "
+        "bytes per token): out of memory; a smaller --ubatch",
+        format_size(floats * static_cast<int64_t>(sizeof(float))), n,
+        (floats - c_.n_vocab) / std::max<int64_t>(1, n) * static_cast<int64_t>(sizeof(float)));
+  }
+  return Status::Ok();
 }
 
 CpuSession::CpuSession(const Model& model, const SessionParams& params, const CpuSessionParams& cpu,
@@ -117,6 +154,23 @@ Status CpuSession::check_room(std::span<const int32_t> tokens, int64_t n_past) c
 }
 
 Status CpuSession::eval(std::span<const int32_t> tokens, bool want_logits) {
+  try {
+    return eval_unguarded(tokens, want_logits);
+  } catch (const std::bad_alloc&) {
+    // What scales with a step: the attention plan's jobs and partials (the ubatch times the
+    // blocks before it), the blocks' views, the activations' quantized copies. A step that
+    // failed left nothing committed: the cache releases its reservation at the next reserve().
+    const kv::KvStats st = cache_->stats();
+    return make_error(
+        "out of memory in a step of {} tokens at position {} (--ubatch {}; KV held: {} in the "
+        "window, {} in RAM, {} on disk): a smaller --ubatch, --host-budget with --disk-budget, or "
+        "a shorter -c",
+        tokens.size(), n_past_, cp_.n_ubatch, format_size(st.window_bytes),
+        format_size(st.host_bytes), format_size(st.disk_bytes));
+  }
+}
+
+Status CpuSession::eval_unguarded(std::span<const int32_t> tokens, bool want_logits) {
   // Ids and emptiness first (no context limit here), then room.
   if (auto st = check_batch(tokens, c_.n_vocab, 0, std::numeric_limits<int64_t>::max()); !st)
     return st;

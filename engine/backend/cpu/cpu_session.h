@@ -38,11 +38,15 @@ class CpuSession final : public Session {
  public:
   /// Errors: n_ctx < 0, n_threads < 0, n_ubatch < 1, a q8_0 KV type on a model whose
   /// head_dim (head_dim_v for V) is not a multiple of 32, the KV settings' (kv::validate(), e.g.
-  /// topk with K < 1) and the cache's (a spill folder that cannot hold the disk budget).
+  /// topk with K < 1), the cache's (a spill folder that cannot hold the disk budget), and RAM
+  /// that runs out for the ubatch's scratch ("cannot allocate 1.2 GiB of RAM for the CPU
+  /// session's scratch ...; a smaller --ubatch").
   static Expected<std::unique_ptr<CpuSession>> create(const Model& model,
                                                       const SessionParams& params,
                                                       const CpuSessionParams& cpu = {});
 
+  /// RAM that runs out during a step is an error naming the step, the KV held and the settings
+  /// to change (never std::bad_alloc); the session then holds what it held before the step.
   /// After load_kv(), the next eval() receives the whole sequence from position 0: the part
   /// that starts with the restored tokens is reused and only the rest is computed (a prompt
   /// equal to them recomputes only its last position's logits, whose KV is already stored; a
@@ -80,7 +84,11 @@ class CpuSession final : public Session {
  private:
   CpuSession(const Model& model, const SessionParams& params, const CpuSessionParams& cpu,
              std::unique_ptr<kv::KvCache> cache);
+  // The ubatch's scratch at its largest, allocated once at create(): layer()'s resizes then
+  // never allocate, and a machine without the RAM for it is told at create() with the numbers.
+  Status reserve_scratch();
   Status check_room(std::span<const int32_t> tokens, int64_t n_past) const;
+  Status eval_unguarded(std::span<const int32_t> tokens, bool want_logits);
   // Appends tokens at positions [n_past_, n_past_ + n) in ubatches; `prefill` counts them in
   // prefill_tokens_computed.
   Status compute(std::span<const int32_t> tokens, bool want_logits, bool prefill);
