@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu/cpu_session.h"
+#include "engine/cpu/compute_probe.h"
 #include "engine/cpu/simd.h"
 #if defined(SPILLWAY_HAVE_CUDA)
 #include "engine/backend/cuda/cuda_session.h"
@@ -128,6 +129,9 @@ int64_t peak_rss_bytes() {
 
 struct Measurement {
   Rate pp, tg;
+  // Prefill, summed over the pp repeats of the fast CPU session: attention thread-seconds
+  // (window + cold jobs + merges, SessionUsage) and prefill thread-seconds (wall x threads).
+  double pp_attn_thread_s = 0, pp_thread_s = 0;
   int64_t kv_bytes = 0;   // the most any session held
   kv::KvStats tiers;      // the paged cache's tiers after the last tg repeat
   int64_t kv_window = 0;  // the window as applied (auto resolved); 0 for --reference
@@ -170,7 +174,13 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     if (!s) return s.error();
     const auto t0 = Clock::now();
     if (auto st = s->session->eval(prompt, true); !st) return st.error();
-    pp.push_back(a.n_prompt / seconds_since(t0));
+    const double pp_s = seconds_since(t0);
+    pp.push_back(a.n_prompt / pp_s);
+    if (s->fast != nullptr) {
+      const SessionUsage u = s->fast->usage();
+      m.pp_attn_thread_s += u.window_attn_s + u.cold_attn_s + u.merge_s;
+      m.pp_thread_s += pp_s * sp.n_threads;
+    }
     m.kv_bytes = std::max(m.kv_bytes, kv_bytes_of(*s, c));
     std::fprintf(stderr, "pp%d rep %d/%d: %.2f t/s\n", a.n_prompt, r + 1, a.reps, pp.back());
   }
@@ -226,6 +236,26 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
 
+// FLOPs of one prefill of n tokens into an empty cache: 2 x the multiply-adds of every layer
+// matrix per token, output.weight once (logits of the last token only), and attention's
+// 2 x n_head x (head_dim + head_dim_v) per (query, key) pair per layer (Q.K and P.V; the
+// issue's 4 x n_head x head_dim where the two dims agree) over the causal pairs n (n + 1) / 2.
+double prefill_flops(const Model& model, int64_t n) {
+  const ModelConfig& c = model.config();
+  double macs_per_token = 0;
+  for (const LayerWeights& w : model.layers) {
+    for (const GgufTensorInfo* t :
+         {w.attn_q, w.attn_k, w.attn_v, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down}) {
+      macs_per_token += static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]);
+    }
+  }
+  const double out_macs =
+      static_cast<double>(model.output->ne[0]) * static_cast<double>(model.output->ne[1]);
+  const double pairs = static_cast<double>(n) * static_cast<double>(n + 1) / 2;
+  const double attn = 2.0 * static_cast<double>(c.n_layer * c.n_head * (c.head_dim + c.head_dim_v));
+  return 2.0 * macs_per_token * static_cast<double>(n) + 2.0 * out_macs + attn * pairs;
+}
+
 }  // namespace
 
 void add_depth_option(CLI::App& sub, int& depth) {
@@ -273,9 +303,9 @@ int run_bench(const BenchArgs& a) {
   kv.kv = context->kv;
   const char* whose =
       sp.n_ctx < c.n_ctx_train ? "context that fits this machine" : "model's context";
-  if (static_cast<int64_t>(a.n_prompt) + a.n_gen > sp.n_ctx) {
-    return fail(make_error("-p {} + -n {} = {} tokens do not fit the {} of {}", a.n_prompt, a.n_gen,
-                           static_cast<int64_t>(a.n_prompt) + a.n_gen, whose, sp.n_ctx));
+  // pp and tg run on sessions of their own, so each only has to fit the context by itself.
+  if (a.n_prompt > sp.n_ctx) {
+    return fail(make_error("-p {} tokens do not fit the {} of {}", a.n_prompt, whose, sp.n_ctx));
   }
   if (static_cast<int64_t>(a.depth) + a.n_gen > sp.n_ctx) {
     return fail(make_error("-d {} + -n {} = {} tokens do not fit the {} of {}", a.depth, a.n_gen,
@@ -301,6 +331,12 @@ int run_bench(const BenchArgs& a) {
   // Read before the probe, whose 512 MiB buffer is not part of running the model.
   const int64_t peak_rss = peak_rss_bytes();
   const double probe = kv::probe_ram_read_gb_per_s(sp.n_threads);
+  const double peak_gflops = cpu::probe_fp32_gflops_per_s(sp.n_threads);
+  const double peak_int8 = cpu::probe_int8_gops_per_s(sp.n_threads);
+  const double pp_flops = prefill_flops(model, a.n_prompt);
+  const double pp_gflops = pp_flops * m->pp.median / a.n_prompt / 1e9;
+  // Attention's share of the prefill thread-seconds; 0 off the fast CPU session.
+  const double attn_share = m->pp_thread_s > 0 ? m->pp_attn_thread_s / m->pp_thread_s : 0.0;
 
   // Step i of tg (0-based, after the depth prefix) reads depth + i + 1 cached positions.
   const int64_t weights = kv::decode_weight_bytes(model);
@@ -334,6 +370,11 @@ int run_bench(const BenchArgs& a) {
     j["tg_bytes_per_token"] = bytes_per_token;
     j["weight_bytes_per_token"] = weights;
     j["probe_gb_per_s"] = probe;
+    j["peak_gflops_per_s"] = peak_gflops;
+    j["peak_int8_gops_per_s"] = peak_int8;
+    j["pp_flops"] = pp_flops;
+    j["pp_gflops_per_s"] = pp_gflops;
+    j["pp_attention_share"] = attn_share;
     j["peak_rss_bytes"] = peak_rss;
     j["model_bytes"] = model_bytes;
     j["kv_bytes"] = m->kv_bytes;
@@ -369,8 +410,9 @@ int run_bench(const BenchArgs& a) {
       kv::kv_attention_name(kv.kv, true), kv.kv.block_size, m->kv_window, kv.kv.n_sinks,
       m->tiers.window_blocks, m->tiers.host_blocks, m->tiers.disk_blocks);
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
-  fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10}\n", fmt::format("pp{}", a.n_prompt),
-             m->pp.median, m->pp.min, m->pp.max, "");
+  fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10} {:>9.1f} GFLOP/s, attention {:.0f}%\n",
+             fmt::format("pp{}", a.n_prompt), m->pp.median, m->pp.min, m->pp.max, "", pp_gflops,
+             100 * attn_share);
   fmt::print(
       "{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n",
       a.depth > 0 ? fmt::format("tg{} @ d{}", a.n_gen, a.depth) : fmt::format("tg{}", a.n_gen),
@@ -379,6 +421,11 @@ int run_bench(const BenchArgs& a) {
              mib(static_cast<int64_t>(kv_read)));
   fmt::print("probe      {:.2f} GB/s read bandwidth ({} threads, 512 MiB, best of 3)\n", probe,
              sp.n_threads);
+  fmt::print(
+      "compute    {:.1f} GFLOP/s FP32 FMA, {:.1f} GOP/s int8 dot products ({} threads, {}, best "
+      "of 3); pp at {:.0f}% of FP32, {:.0f}% of int8\n",
+      peak_gflops, peak_int8, sp.n_threads, simd, 100 * pp_gflops / peak_gflops,
+      100 * pp_gflops / peak_int8);
   fmt::print("memory     peak RSS {} bytes ({}), KV {} bytes ({})\n", peak_rss, mib(peak_rss),
              m->kv_bytes, mib(m->kv_bytes));
   return 0;

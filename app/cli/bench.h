@@ -11,6 +11,14 @@
 // bytes are every 2-D weight the forward pass reads (all layer matrices and output.weight,
 // which is token_embd.weight when the embeddings are tied; token_embd's one looked-up row is
 // left out) plus the KV cache read, averaged over the n_gen steps.
+//
+// The compute roofline: after the runs, FP32 FMA and int8 dot-product probes on the same threads
+// (engine/cpu/compute_probe.h, best of 3) give "peak_gflops_per_s" and "peak_int8_gops_per_s";
+// "pp_gflops_per_s" is the prefill's FLOPs (2 x every layer matrix's multiply-adds per token,
+// output.weight once, attention 2 x n_head x (head_dim + head_dim_v) per causal (query, key)
+// pair per layer; "pp_flops") x pp tokens/s / n_prompt; "pp_attention_share" is attention's
+// thread-seconds (SessionUsage window + cold + merge) over prefill's (wall x threads) summed
+// over the pp repeats, 0 where the fast CPU session did not run.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +55,9 @@ struct BenchArgs {
 /// "cpu" | "cuda", "backend": "cpu (avx2, 2 threads)"). --reference always runs on the CPU.
 /// Errors (stderr, exit 1): n_prompt, n_gen or reps below 1, depth negative, depth + n_gen
 /// longer than the model's context, n_threads negative, an unknown
-/// device, --reference with device cuda, --device cuda without a usable GPU, n_prompt + n_gen
-/// longer than the model's context, a model that does not load, an eval error.
+/// device, --reference with device cuda, --device cuda without a usable GPU, n_prompt longer
+/// than the model's context (pp and tg run on sessions of their own), a model that does not
+/// load, an eval error.
 /// The tiered KV cache's flags (KvArgs, kv_options.h) configure the fast CPU session of every
 /// repeat; the JSON names them ("attention", "kv_block", "kv_window", "kv_sinks": the window as
 /// applied, auto resolved) with the tiers the last tg repeat ended with ("window_blocks",

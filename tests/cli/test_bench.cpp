@@ -65,6 +65,50 @@ TEST(CliBench, JsonHasEveryKeyWithPositiveNumbers) {
   EXPECT_EQ(j["tg_tokens_per_s"].get<double>(), j["tg_tokens_per_s_max"].get<double>());
 }
 
+// The roofline: the compute probes and prefill's FLOP rate and attention share. Sane means
+// within what any CPU does (a few GFLOP/s per thread at least, below 100 TFLOP/s), prefill
+// below the probes' combined roof, and a share in (0, 1). Not timing: the values are only
+// bounded, never compared with a target speed.
+TEST(CliBench, RooflineFieldsAreSane) {
+  const Result r = run({"bench", "-m", tiny_model().string(), "--json", "-p", "64", "-n", "2", "-r",
+                        "1", "-t", "1", "--device", "cpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  for (const char* key : {"peak_gflops_per_s", "peak_int8_gops_per_s", "pp_gflops_per_s",
+                          "pp_attention_share", "pp_flops"}) {
+    ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key << " missing in " << r.out;
+  }
+  const double fp32 = j["peak_gflops_per_s"], int8 = j["peak_int8_gops_per_s"],
+               pp = j["pp_gflops_per_s"], share = j["pp_attention_share"];
+  EXPECT_GT(fp32, 0.5);
+  EXPECT_LT(fp32, 1e5);
+  EXPECT_GT(int8, 0.5);
+  EXPECT_LT(int8, 1e5);
+  EXPECT_GT(pp, 0.0);
+  EXPECT_LT(pp, 2 * std::max(fp32, int8));
+  EXPECT_GT(share, 0.0);
+  EXPECT_LT(share, 1.0);
+  // pp_gflops_per_s is pp_flops at the measured rate.
+  const double flops = j["pp_flops"];
+  EXPECT_NEAR(pp, flops * j["pp_tokens_per_s"].get<double>() / 64 / 1e9, 1e-9 * flops);
+  // The default test model (n_embd 64, 2 layers, 4 heads, 2 KV heads, head_dim 16, n_ff 96,
+  // n_vocab 320): per layer q 64x64 + k 64x32 + v 64x32 + o 64x64 + 3 x 64x96 = 30,720
+  // multiply-adds per token; output 64 x 320 once; attention 2 x 4 x (16 + 16) per pair per
+  // layer over 64 x 65 / 2 causal pairs.
+  const double want = 2.0 * 2 * 30720 * 64 + 2.0 * 64 * 320 + 2.0 * 2 * 4 * 32 * (64 * 65 / 2);
+  EXPECT_EQ(flops, want);
+}
+
+// -p up to the model's context, however long -n is (the tg test has a session of its own).
+TEST(CliBench, PromptUpToTheContext) {
+  const Result r =
+      run({"bench", "-m", tiny_model().string(), "--json", "-p", "256", "-n", "16", "-r", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  EXPECT_EQ(j["n_prompt"].get<int>(), 256);
+  EXPECT_GT(j["pp_tokens_per_s"].get<double>(), 0.0);
+}
+
 // -d as llama-bench: each tg repeat decodes after an untimed prefill of N tokens.
 TEST(CliBench, DepthIsReportedAndTgIsFinite) {
   const Result r = run({"bench", "-m", tiny_model().string(), "-d", "32", "-n", "4", "-p", "8",
@@ -117,7 +161,8 @@ TEST(CliBench, BadFlagsExitOneWithNothingOnStdout) {
       {"bench", "-m", m, "-r", "0"},
       {"bench", "-m", m, "-p", "-3"},
       {"bench", "-m", m, "-t", "-1"},
-      {"bench", "-m", m, "-p", "200", "-n", "100"},  // 300 tokens > context 256
+      {"bench", "-m", m, "-p", "300", "-n", "4"},               // 300 tokens > context 256
+      {"bench", "-m", m, "-p", "8", "-d", "200", "-n", "100"},  // depth 200 + 100 > 256
       {"bench", "-m", m, "-p", "many"},
       {"bench", "-m", m, "--no-such-flag"},
       {"bench", "-p", "16"},  // no model
