@@ -10,7 +10,10 @@
 // (with the supported list), missing tensor, wrong shape, unsupported tensor type (Q2_K, IQ*).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -97,10 +100,20 @@ class Model {
   const GgufTensorInfo* rope_freqs = nullptr;   // [n_rot / 2] or nullptr
   std::vector<LayerWeights> layers;
 
+  /// Data a backend derives from the weights and shares across its sessions (the CPU's
+  /// repacked matrices, engine/cpu/packed_weights.h): one object per key, made by `make` on the
+  /// first request and kept until the model is destroyed. Thread-safe: a request made while
+  /// another makes the same key waits for it. The model stays immutable as seen from outside
+  /// (the derived objects are the backend's own).
+  std::shared_ptr<void> derived(const std::string& key,
+                                const std::function<std::shared_ptr<void>()>& make) const;
+
  private:
   Model() = default;
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
+  mutable std::mutex derived_mu_;
+  mutable std::map<std::string, std::shared_ptr<void>> derived_;  // guarded by derived_mu_
 };
 
 /// A 1-D tensor (norm weight, bias, rope factors) dequantized to f32 [ne[0]]; empty for

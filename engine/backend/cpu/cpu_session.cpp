@@ -88,6 +88,7 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
                        std::unique_ptr<kv::KvCache> cache)
     : m_(model),
       c_(model.config()),
+      packed_(PackedWeights::of(model)),
       p_(params),
       cp_(cpu),
       pool_(resolve_threads(params.n_threads)),
@@ -133,6 +134,8 @@ SessionUsage CpuSession::usage() const {
 }
 
 void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y) {
+  // Types with a repacked layout run the int8 GEMM for decode and prefill alike (gemm.h).
+  if (const PackedMatrix* p = packed_->get(w, pool_)) return gemm(*p, X, n, Y, pool_);
   if (n == 1) {
     matvec(w.type, w.data, w.ne[0], w.ne[1], X, Y, pool_);
   } else {

@@ -22,6 +22,7 @@
 
 #include "engine/backend/cpu/tiered_attention.h"
 #include "engine/backend/device.h"
+#include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
@@ -103,6 +104,7 @@ class CpuSession final : public Session {
 
   const Model& m_;
   const ModelConfig& c_;
+  std::shared_ptr<PackedWeights> packed_;  // the model's repacked matrices (int8 GEMM)
   SessionParams p_;
   CpuSessionParams cp_;
   ThreadPool pool_;

@@ -1,0 +1,265 @@
+#include "engine/cpu/gemm.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "engine/common/fp16.h"
+#include "engine/cpu/gemm_kernels.h"
+#include "engine/cpu/quant_dot.h"
+#include "engine/cpu/simd.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace spw::cpu {
+namespace {
+
+// Tokens per block of a thread's walk over its row groups: 64 tokens of Q8A activations for
+// n_in = 2816 are ~220 KB, which stay in L2 while the thread's groups (48 KB each at that
+// n_in) stream past them once per block.
+constexpr int64_t kTokenBlock = 64;
+
+// Below this many weight bytes x tokens a product runs on the calling thread alone (as
+// quant_dot.cpp: waking the pool would cost more than it saves).
+constexpr size_t kSerialBytes = 32 * 1024;
+
+// The scalar tile: the same integer sums and the same float steps as the SIMD tiles, one
+// (row, token) at a time.
+void q8_0_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t*,
+                 float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kQ8_0GroupBlockBytes;
+        const BlockQ8A& xb = x[t * xs + b];
+        int32_t s = 0;
+        for (int i = 0; i < 32; ++i) {
+          const int wi = static_cast<int>(wb[64 * (i / 4) + 4 * r + i % 4]) - 128;
+          s += wi * xb.qs[i];
+        }
+        uint16_t h;
+        std::memcpy(&h, wb + 512 + 2 * r, sizeof h);
+        const float dd = fp16_to_fp32(h) * xb.d;
+        acc = std::fma(dd, static_cast<float>(s), acc);
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+void q4_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs,
+                 float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kQ4_KGroupBlockBytes;
+        const BlockQ8K& xb = x[t * xs + b];
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t s = 0;
+          for (int e = 32 * j; e < 32 * j + 32; ++e) {
+            const int k = (e % 128) / 4;
+            const uint8_t byte = wb[64 * k + 4 * r + e % 4];
+            s += (e < 128 ? byte & 0x0F : byte >> 4) * xb.qs[e];
+          }
+          isum += wb[2048 + 16 * j + r] * s;
+          msum += wb[2176 + 32 * (j / 2) + 2 * r + j % 2] * bs[(t * xs + b) * 8 + j];
+        }
+        uint16_t hd, hm;
+        std::memcpy(&hd, wb + 2304 + 2 * r, sizeof hd);
+        std::memcpy(&hm, wb + 2336 + 2 * r, sizeof hm);
+        const float dd = fp16_to_fp32(hd) * xb.d, dm = fp16_to_fp32(hm) * xb.d;
+        acc = std::fma(dd, static_cast<float>(isum), acc);
+        acc = std::fma(-dm, static_cast<float>(msum), acc);
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+const GemmKernels kScalar{&q8_0_scalar, &q4_k_scalar, 4, 4, false};
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j.
+void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+void pack_q8_0_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                     uint8_t* gd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * kQ8_0GroupBlockBytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      BlockQ8_0 blk{};  // the padding rows: d = 0, codes 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ8_0), sizeof blk);
+      for (int i = 0; i < 32; ++i) {
+        out[64 * (i / 4) + 4 * r + i % 4] = static_cast<uint8_t>(blk.qs[i]) ^ 0x80u;
+      }
+      std::memcpy(out + 512 + 2 * r, &blk.d, sizeof blk.d);
+    }
+  }
+}
+
+void pack_q4_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                     uint8_t* gd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * kQ4_KGroupBlockBytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      BlockQ4_K blk{};  // the padding rows: d = dmin = 0, codes and scales 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ4_K), sizeof blk);
+      uint8_t q[256];  // the element codes in order
+      for (int c = 0; c < 4; ++c) {
+        for (int l = 0; l < 32; ++l) {
+          q[64 * c + l] = blk.qs[32 * c + l] & 0x0F;
+          q[64 * c + 32 + l] = blk.qs[32 * c + l] >> 4;
+        }
+      }
+      for (int k = 0; k < 32; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          out[64 * k + 4 * r + j] = static_cast<uint8_t>(q[4 * k + j] | (q[128 + 4 * k + j] << 4));
+        }
+      }
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        scale_min_k4(j, blk.scales, sc, m);
+        out[2048 + 16 * j + r] = sc;
+        out[2176 + 32 * (j / 2) + 2 * r + j % 2] = m;
+      }
+      std::memcpy(out + 2304 + 2 * r, &blk.d, sizeof blk.d);
+      std::memcpy(out + 2336 + 2 * r, &blk.dmin, sizeof blk.dmin);
+    }
+  }
+}
+
+const GemmKernels& active_kernels() {
+  const GemmKernels* k = nullptr;
+  switch (simd_level()) {
+    case SimdLevel::Avx512:
+      k = gemm_kernels_avx512();
+      break;
+    case SimdLevel::Avx2:
+      k = gemm_kernels_avx2();
+      break;
+    case SimdLevel::Scalar:
+      break;
+  }
+  return k != nullptr ? *k : kScalar;
+}
+
+// Reused activation buffers of the calling thread (grow, never shrink).
+template <typename T>
+T* scratch(std::vector<T>& buf, size_t n) {
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace
+
+void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
+
+bool gemm_packable(GgmlType type) { return type == GgmlType::Q8_0 || type == GgmlType::Q4_K; }
+
+PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
+                         ThreadPool& pool) {
+  assert(gemm_packable(type) && n_out >= 1);
+  const bool k4 = type == GgmlType::Q4_K;
+  const int64_t qk = k4 ? kQK_K : 32;
+  assert(n_in % qk == 0);
+  PackedMatrix p;
+  p.type = type;
+  p.n_in = n_in;
+  p.n_out = n_out;
+  p.n_groups = (n_out + kGemmGroupRows - 1) / kGemmGroupRows;
+  const int64_t nb = n_in / qk;
+  p.group_bytes = static_cast<size_t>(nb) * (k4 ? kQ4_KGroupBlockBytes : kQ8_0GroupBlockBytes);
+  const size_t total = (p.size_bytes() + 63) / 64 * 64;
+  p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
+  const auto* src = static_cast<const uint8_t*>(W);
+  const size_t rs = row_size(type, n_in);
+  uint8_t* dst = p.bytes.get();
+  pool.parallel_for(p.n_groups, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
+      if (k4) {
+        pack_q4_k_group(src, rs, g, nb, n_out, gd);
+      } else {
+        pack_q8_0_group(src, rs, g, nb, n_out, gd);
+      }
+    }
+  });
+  return p;
+}
+
+void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
+  const GemmKernels& k = active_kernels();
+  const bool k4 = W.type == GgmlType::Q4_K;
+  const int64_t n_in = W.n_in, n_out = W.n_out, nb = n_in / (k4 ? kQK_K : 32);
+  const auto n_blocks = static_cast<size_t>(n_tokens * nb);
+  thread_local std::vector<BlockQ8A> xa;
+  thread_local std::vector<BlockQ8K> xk;
+  thread_local std::vector<int32_t> cbuf;
+  thread_local std::vector<int16_t> bbuf;
+  // Plain pointers: the workers below must not name the thread_local buffers (they would get
+  // their own).
+  BlockQ8K* xkp = k4 ? scratch(xk, n_blocks) : nullptr;
+  BlockQ8A* xap = k4 ? nullptr : scratch(xa, n_blocks);
+  void* xq = k4 ? static_cast<void*>(xkp) : static_cast<void*>(xap);
+  quantize_activations(W.type, X, n_tokens, n_in, xq, pool);
+  int32_t* comp = nullptr;
+  int16_t* bs = nullptr;
+  if (k4) {  // sub-block sums of 32 codes: |sum| <= 32 x 127 fits int16
+    bs = scratch(bbuf, n_blocks * 8);
+    for (size_t i = 0; i < n_blocks; ++i) {
+      for (int j = 0; j < 8; ++j)
+        bs[i * 8 + j] = static_cast<int16_t>(xkp[i].bsums[2 * j] + xkp[i].bsums[2 * j + 1]);
+    }
+  } else if (k.uses_comp) {
+    comp = scratch(cbuf, n_blocks);
+    for (size_t i = 0; i < n_blocks; ++i) {
+      int32_t s = 0;
+      for (int8_t q : xap[i].qs) s += q;
+      comp[i] = -128 * s;
+    }
+  }
+  const uint8_t* wp = W.bytes.get();
+  const int T = k4 ? k.max_tokens_k : k.max_tokens;
+  const auto body = [&](int64_t g0, int64_t g1) {
+    for (int64_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
+      const int64_t te = std::min(n_tokens, tb + kTokenBlock);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int nr =
+            static_cast<int>(std::min<int64_t>(kGemmGroupRows, n_out - g * kGemmGroupRows));
+        const uint8_t* wg = wp + static_cast<size_t>(g) * W.group_bytes;
+        float* yg = Y + g * kGemmGroupRows;
+        for (int64_t t = tb; t < te; t += T) {
+          const int nt = static_cast<int>(std::min<int64_t>(T, te - t));
+          if (k4) {
+            k.q4_k(wg, nb, xkp + t * nb, nb, bs + t * nb * 8, yg + t * n_out, n_out, nr, nt);
+          } else {
+            k.q8_0(wg, nb, xap + t * nb, nb, comp != nullptr ? comp + t * nb : nullptr,
+                   yg + t * n_out, n_out, nr, nt);
+          }
+        }
+      }
+    }
+  };
+  if (pool.size() == 1 || W.size_bytes() * static_cast<size_t>(n_tokens) < kSerialBytes) {
+    body(0, W.n_groups);
+  } else {
+    pool.parallel_for(W.n_groups, body);
+  }
+}
+
+}  // namespace spw::cpu

@@ -1,0 +1,89 @@
+// Int8 GEMM on repacked weights, for prefill and decode of quantized matrices (issue 18).
+//
+// A weight matrix (ggml layout: n_out rows of n_in elements, W maps n_in -> n_out) is repacked
+// once into groups of kGemmGroupRows = 16 consecutive rows. A group holds, per 32-element
+// block b of the row length, one record of kQ8_0GroupBlockBytes = 544 bytes:
+//   qs[8][16][4]: for k = 0..7 and row r = 0..15, elements 4k .. 4k + 3 of row r's block b,
+//                 stored as u8 = w + 128 (the Q8_0 code with its sign bit flipped);
+//   d[16]:        row r's binary16 block scale, as in the file.
+// So one 64-byte line holds 4 elements of 16 rows: one VPDPBUSD (u8 weights x s8 activation,
+// 4 products summed per 32-bit lane) advances 16 rows by 4 elements, the activation's 4
+// bytes broadcast. Rows past n_out in the last group are zero (d = 0, w = 0). The packed
+// matrix has the file's size (34 bytes per 32 elements) plus the padding of the last group.
+//
+// Activations are quantized once per call with the matvec's own quantizer (BlockQ8A:
+// engine/cpu/kernels.h, codes identical at every SIMD level), so the per-block scales are those
+// of quant_dot.h. Each output is
+//   y[t][r] = sum over blocks b, in order, of fma(d_w[r][b] * d_x[t][b], float(S), acc)
+// with S = sum_i w[r][32b + i] * q_x[t][32b + i] the exact integer block sum (VPDPBUSD's
+// u8 bias is taken back in integers: S = sum (w + 128) q_x - 128 sum q_x). The same sequence of
+// float roundings at every SIMD level (scalar, avx2, avx512) and for every tile shape, token
+// count and thread count: results are bit-identical across all of them, and a token's row does
+// not depend on the other tokens of the call (decode equals prefill bit for bit).
+//
+// Against quant_dot.h's matvec/matmul of the same Q8_0 matrix (which sums 8 lanes of partial
+// block sums before one horizontal add) the results differ by float rounding only: measured
+// <= 2e-7, bounded in the tests by 1e-6, of sum_i |w_i x_i| per element.
+//
+// Q4_K: per 256-element super-block b, one record of kQ4_KGroupBlockBytes = 2368 bytes:
+//   qs[32][16][4]: byte (k, r, j) holds row r's 4-bit codes of elements 4k + j (low nibble)
+//                  and 128 + 4k + j (high nibble), so a nibble mask gives the VPDPBUSD operand
+//                  of sub-block k / 8 and a shift that of sub-block 4 + k / 8;
+//   sc[8][16]:     the 6-bit sub-block scales (u8), sub-block major;
+//   m[4][16][2]:   the 6-bit mins (u8), byte (p, r, h) = row r's min of sub-block 2p + h, the
+//                  pairs VPDPWSSD / VPMADDWD take against the token's sub-block sums;
+//   d[16], dmin[16]: binary16, as in the file.
+// 148 bytes per row and super-block (the file's 144 + 4). Activations are the matvec's Q8K
+// blocks. Per super-block: I = sum_j sc_j S_j and M = sum_j m_j bsum_j in exact integers, then
+// acc = fma(d_w d_x, float(I), acc), acc = fma(-(dmin_w d_x), float(M), acc), at every level.
+// Against quant_dot.h's Q4_K matvec: float rounding only (bounded in the tests by 1e-6 of
+// sum |w x|, with its dequantized weights).
+//
+// Types: Q8_0, Q4_K. Others are not packable (gemm_packable() false): quant_dot.h computes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "engine/gguf/ggml_types.h"
+
+namespace spw::cpu {
+
+class ThreadPool;
+
+inline constexpr int kGemmGroupRows = 16;
+inline constexpr int kQ8_0GroupBlockBytes = kGemmGroupRows * 32 + kGemmGroupRows * 2;  // 544
+inline constexpr int kQ4_KGroupBlockBytes = kGemmGroupRows * (128 + 8 + 8 + 4);        // 2368
+
+/// True when `type` has a repacked layout and a GEMM (Q8_0, Q4_K).
+bool gemm_packable(GgmlType type);
+
+/// One repacked weight matrix (the layout above), 64-byte aligned, immutable once made.
+struct PackedMatrix {
+  GgmlType type = GgmlType::Q8_0;
+  int64_t n_in = 0;      // row length in elements, a multiple of the type's block
+  int64_t n_out = 0;     // rows
+  int64_t n_groups = 0;  // ceil(n_out / 16)
+  size_t group_bytes = 0;
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t[], Free> bytes;  // n_groups * group_bytes
+
+  size_t size_bytes() const { return static_cast<size_t>(n_groups) * group_bytes; }
+};
+
+/// Repacks W (n_out rows of row_size(type, n_in) bytes, as in the file) with the pool's threads.
+/// Preconditions: gemm_packable(type), n_in a multiple of the type's block size, n_out >= 1.
+PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
+                         ThreadPool& pool);
+
+/// Y[t][r] = W[r] . X[t] for t < n_tokens, r < n_out. X: [n_tokens][n_in] floats, Y:
+/// [n_tokens][n_out]. Activations are quantized once; each thread takes whole row groups and
+/// walks them a block of tokens at a time, one kernel call per 16 rows x up to 8 tokens (Q8_0
+/// at avx512; 4 tokens otherwise), so a weight group is read from memory once per 64 tokens.
+/// n_tokens = 1 is decode.
+void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool);
+
+}  // namespace spw::cpu

@@ -1,0 +1,39 @@
+// Internal to engine/cpu: the int8 GEMM micro-kernels each SIMD level provides (gemm.h has
+// the layout and the arithmetic they share). Plain declarations only, as kernels.h (which says
+// why: this header is included by units compiled with -mavx2 / -mavx512*).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/cpu/kernels.h"
+
+namespace spw::cpu {
+
+inline constexpr int kGemmMaxTokens = 8;
+
+/// One tile: `nt` tokens x the 16 rows of one group, over nb blocks. w: the group's first
+/// block record; x: token t's block b at x[t * x_stride + b] (BlockQ8A); comp[t * x_stride +
+/// b] = -128 * sum of that block's codes (read only by kernels with uses_comp); y[t *
+/// y_stride + r] is written for r < nr (1..16), t < nt (1..max_tokens).
+using GemmTileFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t x_stride,
+                            const int32_t* comp, float* y, int64_t y_stride, int nr, int nt);
+
+/// Q4_K: as GemmTileFn over nb super-blocks, x: BlockQ8K; bs[(t * x_stride + b) * 8 + j] =
+/// the sum of token t's codes in 32-element sub-block j of super-block b (bsums[2j] +
+/// bsums[2j + 1]).
+using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t x_stride,
+                             const int16_t* bs, float* y, int64_t y_stride, int nr, int nt);
+
+struct GemmKernels {
+  GemmTileFn q8_0;
+  GemmTileKFn q4_k;
+  int max_tokens_k;  // tokens per q4_k tile call
+  int max_tokens;    // tokens per tile call
+  bool uses_comp;    // needs comp (VNNI's u8 bias); otherwise comp may be null
+};
+
+const GemmKernels* gemm_kernels_avx2();    // nullptr where not built
+const GemmKernels* gemm_kernels_avx512();  // nullptr where not built
+
+}  // namespace spw::cpu

@@ -1,0 +1,227 @@
+// Tests of the int8 GEMM on repacked weights (engine/cpu/gemm.h): against the existing matvec
+// (quant_dot.h) row by row and against float64, over odd shapes and tails (rows not a multiple
+// of the 16-row group, token counts not a multiple of the tile, 1-token decode), bit-identical
+// across the SIMD levels this CPU has (each forced by set_simd_level), across token counts and
+// thread counts; the per-model cache of repacked matrices.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/common/fp16.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/packed_weights.h"
+#include "engine/cpu/quant_dot.h"
+#include "engine/cpu/simd.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/gguf/ggml_types.h"
+#include "engine/model/model.h"
+#include "tests/support/test_model.h"
+
+namespace spw::cpu {
+namespace {
+
+std::vector<SimdLevel> levels() {
+  std::vector<SimdLevel> v;
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512}) {
+    if (simd_level_supported(l)) v.push_back(l);
+  }
+  return v;
+}
+
+class LevelScope {
+ public:
+  explicit LevelScope(SimdLevel l) : prev_(simd_level()) { EXPECT_TRUE(set_simd_level(l)); }
+  ~LevelScope() { set_simd_level(prev_); }
+  LevelScope(const LevelScope&) = delete;
+  LevelScope& operator=(const LevelScope&) = delete;
+
+ private:
+  SimdLevel prev_;
+};
+
+std::vector<float> gaussian(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Rows of random block bytes (every code, Q8_0's -128, every Q4_K scale and min pattern)
+// with sane binary16 scales (d, and Q4_K's dmin).
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(0.001f, 0.02f);
+  std::vector<uint8_t> bytes(row_size(type, n_in) * static_cast<size_t>(n_out));
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  const size_t bsz = type == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ8_0);
+  for (size_t off = 0; off < bytes.size(); off += bsz) {
+    const uint16_t h = fp32_to_fp16(d(rng)), hm = fp32_to_fp16(d(rng));
+    std::memcpy(bytes.data() + off, &h, 2);
+    if (type == GgmlType::Q4_K) std::memcpy(bytes.data() + off + 2, &hm, 2);
+  }
+  return bytes;
+}
+
+struct Case {
+  GgmlType type;
+  int64_t n_in, n_out, n_tokens;
+};
+
+// Odd shapes: rows below, at and past a group; tokens below, at and past a tile and the
+// 64-token block; 1-token decode; row lengths of 1 block up to 88 (n_ff 2816).
+// Q4_K: 1 to 11 super-blocks.
+constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K;
+const Case kCases[] = {{Q8, 32, 1, 1},     {Q8, 32, 15, 3},    {Q8, 96, 16, 8},
+                       {Q8, 224, 17, 9},   {Q8, 224, 33, 13},  {Q8, 1024, 50, 1},
+                       {Q8, 1024, 64, 67}, {Q8, 2816, 31, 5},  {Q8, 256, 200, 130},
+                       {Q4K, 256, 1, 1},   {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
+                       {Q4K, 1024, 33, 9}, {Q4K, 2816, 16, 4}, {Q4K, 768, 70, 67}};
+
+// Per element: sum_i |w_i x_i| with dequantized weights and unquantized activations.
+double abs_dot(const std::vector<float>& wd, const float* x, int64_t n_in, int64_t r) {
+  double a = 0;
+  for (int64_t i = 0; i < n_in; ++i) a += std::fabs(static_cast<double>(wd[r * n_in + i]) * x[i]);
+  return a;
+}
+
+TEST(CpuGemm, RowsMatchMatvecWithinRoundingAtEveryLevel) {
+  ThreadPool pool(1);
+  for (const Case& c : kCases) {
+    const std::vector<uint8_t> W =
+        random_matrix(c.type, c.n_in, c.n_out, static_cast<uint32_t>(c.n_out));
+    std::vector<float> wd(static_cast<size_t>(c.n_in * c.n_out));
+    const size_t rs = row_size(c.type, c.n_in);
+    for (int64_t r = 0; r < c.n_out; ++r)
+      dequantize_row(c.type, W.data() + r * rs, wd.data() + r * c.n_in, c.n_in);
+    std::mt19937 rng(static_cast<uint32_t>(c.n_in + c.n_tokens));
+    const std::vector<float> X = gaussian(rng, c.n_tokens * c.n_in);
+    const PackedMatrix P = pack_matrix(c.type, W.data(), c.n_in, c.n_out, pool);
+    EXPECT_EQ(P.n_groups, (c.n_out + 15) / 16);
+    std::vector<float> first;
+    for (SimdLevel level : levels()) {
+      LevelScope scope(level);
+      SCOPED_TRACE(type_name(static_cast<uint32_t>(c.type)) + " " +
+                   std::string(simd_level_name(level)) + " n_in=" + std::to_string(c.n_in) +
+                   " n_out=" + std::to_string(c.n_out) + " n_tokens=" + std::to_string(c.n_tokens));
+      std::vector<float> Y(static_cast<size_t>(c.n_tokens * c.n_out), NAN);
+      gemm(P, X.data(), c.n_tokens, Y.data(), pool);
+      std::vector<float> y(static_cast<size_t>(c.n_out));
+      double worst = 0;
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        matvec(c.type, W.data(), c.n_in, c.n_out, X.data() + t * c.n_in, y.data(), pool);
+        for (int64_t r = 0; r < c.n_out; ++r) {
+          const double got = Y[static_cast<size_t>(t * c.n_out + r)];
+          ASSERT_TRUE(std::isfinite(got)) << "token " << t << " row " << r;
+          const double rel = std::fabs(got - y[static_cast<size_t>(r)]) /
+                             abs_dot(wd, X.data() + t * c.n_in, c.n_in, r);
+          if (rel > worst) worst = rel;
+          // Same codes and scales, other float summation order (gemm.h): <= 1e-6 of sum |w x|.
+          ASSERT_LE(rel, 1e-6) << "token " << t << " row " << r << ": gemm " << got << " matvec "
+                               << y[static_cast<size_t>(r)];
+        }
+      }
+      // Every level runs the same float steps: bit-identical to the first level's result.
+      if (first.empty()) {
+        first = Y;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), Y.data(), Y.size() * sizeof(float)));
+      }
+    }
+  }
+}
+
+TEST(CpuGemm, MatchesFloat64) {
+  ThreadPool pool(2);
+  for (GgmlType type : {Q8, Q4K}) {
+    SCOPED_TRACE(type_name(static_cast<uint32_t>(type)));
+    const int64_t n_in = 1024, n_out = 77, n_tokens = 21;
+    const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 3);
+    const size_t rs = row_size(type, n_in);
+    std::vector<float> wd(static_cast<size_t>(n_in * n_out));
+    for (int64_t r = 0; r < n_out; ++r)
+      dequantize_row(type, W.data() + r * rs, wd.data() + r * n_in, n_in);
+    std::mt19937 rng(5);
+    const std::vector<float> X = gaussian(rng, n_tokens * n_in);
+    const PackedMatrix P = pack_matrix(type, W.data(), n_in, n_out, pool);
+    std::vector<float> Y(static_cast<size_t>(n_tokens * n_out));
+    gemm(P, X.data(), n_tokens, Y.data(), pool);
+    double num = 0, den = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        double ref = 0;
+        for (int64_t i = 0; i < n_in; ++i)
+          ref += static_cast<double>(wd[r * n_in + i]) * X[t * n_in + i];
+        const double e = Y[t * n_out + r] - ref;
+        num += e * e;
+        den += ref * ref;
+      }
+    }
+    // The activation rounding of Q8A / Q8K (quant_dot's tolerances, test_cpu_kernels.cpp).
+    EXPECT_LE(num / den, type == Q8 ? 2e-4 : 4e-4);
+    EXPECT_GT(den, 0.0);
+  }
+}
+
+TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
+  ThreadPool p1(1), p3(3);
+  const int64_t n_in = 768, n_out = 301, n_tokens = 75;
+  std::mt19937 rng(6);
+  const std::vector<float> X = gaussian(rng, n_tokens * n_in);
+  for (GgmlType type : {Q8, Q4K}) {
+    const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
+    for (SimdLevel level : levels()) {
+      LevelScope scope(level);
+      SCOPED_TRACE(type_name(static_cast<uint32_t>(type)) + " " +
+                   std::string(simd_level_name(level)));
+      const PackedMatrix P = pack_matrix(type, W.data(), n_in, n_out, p3);
+      std::vector<float> a(static_cast<size_t>(n_tokens * n_out)), b(a.size()), one(a.size());
+      gemm(P, X.data(), n_tokens, a.data(), p1);
+      gemm(P, X.data(), n_tokens, b.data(), p3);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+      // Decode (one token per call) equals prefill bit for bit.
+      for (int64_t t = 0; t < n_tokens; ++t)
+        gemm(P, X.data() + t * n_in, 1, one.data() + t * n_out, p3);
+      EXPECT_EQ(0, std::memcmp(a.data(), one.data(), a.size() * sizeof(float)));
+    }
+  }
+}
+
+TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
+  const std::string dir = ::testing::TempDir();
+  TestModelSpec spec;
+  spec.weight_type = GgmlType::Q8_0;
+  spec.embd_type = GgmlType::F32;
+  const std::string path = dir + "/gemm-packed-q8_0.gguf";
+  ASSERT_TRUE(write_test_model(spec, path).ok());
+  auto m = Model::load(path);
+  ASSERT_TRUE(m) << m.error().message;
+  const Model& model = **m;
+  const auto a = PackedWeights::of(model), b = PackedWeights::of(model);
+  EXPECT_EQ(a.get(), b.get());
+  ThreadPool pool(2);
+  const GgufTensorInfo& q = *model.layers[0].attn_q;
+  const PackedMatrix* p = a->get(q, pool);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p, b->get(q, pool));  // made once
+  EXPECT_EQ(p->n_in, q.ne[0]);
+  EXPECT_EQ(p->n_out, q.ne[1]);
+  // Not one of the matrices (the F32 embeddings, a norm vector): no packed form.
+  EXPECT_EQ(a->get(*model.token_embd, pool), nullptr);
+  EXPECT_EQ(a->get(*model.layers[0].attn_norm, pool), nullptr);
+  // The packed product equals the product on the file's bytes within the rounding above,
+  // although the mapped pages were dropped (they read back from the file).
+  std::mt19937 rng(2);
+  const std::vector<float> x = gaussian(rng, q.ne[0]);
+  std::vector<float> y1(static_cast<size_t>(q.ne[1])), y2(y1.size());
+  gemm(*p, x.data(), 1, y1.data(), pool);
+  matvec(q.type, q.data, q.ne[0], q.ne[1], x.data(), y2.data(), pool);
+  for (size_t r = 0; r < y1.size(); ++r) EXPECT_NEAR(y1[r], y2[r], 1e-4 * (1 + std::fabs(y2[r])));
+}
+
+}  // namespace
+}  // namespace spw::cpu
