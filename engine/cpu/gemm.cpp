@@ -1,5 +1,7 @@
 #include "engine/cpu/gemm.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -102,8 +104,11 @@ void pack_q8_0_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
       const int64_t row = g * kGemmGroupRows + r;
       BlockQ8_0 blk{};  // the padding rows: d = 0, codes 0
       if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ8_0), sizeof blk);
-      for (int i = 0; i < 32; ++i) {
-        out[64 * (i / 4) + 4 * r + i % 4] = static_cast<uint8_t>(blk.qs[i]) ^ 0x80u;
+      for (int k = 0; k < 8; ++k) {  // 4 codes at a time, sign bits flipped
+        uint32_t v;
+        std::memcpy(&v, blk.qs + 4 * k, sizeof v);
+        v ^= 0x80808080u;
+        std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
       }
       std::memcpy(out + 512 + 2 * r, &blk.d, sizeof blk.d);
     }
@@ -183,8 +188,16 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   p.n_groups = (n_out + kGemmGroupRows - 1) / kGemmGroupRows;
   const int64_t nb = n_in / qk;
   p.group_bytes = static_cast<size_t>(nb) * (k4 ? kQ4_KGroupBlockBytes : kQ8_0GroupBlockBytes);
+  // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
+  // (THP "madvise" mode): the repack then takes a few hundred page faults instead of ~61,000
+  // for a 250 MB model (measured 15x faster on this VM). The tail stays on small pages, so
+  // nothing past the matrix becomes resident.
+  constexpr size_t kHuge = size_t{2} << 20;
   const size_t total = (p.size_bytes() + 63) / 64 * 64;
-  p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
+  void* mem = nullptr;
+  if (::posix_memalign(&mem, total >= kHuge ? kHuge : 64, total) != 0) std::abort();
+  p.bytes.reset(static_cast<uint8_t*>(mem));
+  if (total >= kHuge) ::madvise(mem, total / kHuge * kHuge, MADV_HUGEPAGE);
   const auto* src = static_cast<const uint8_t*>(W);
   const size_t rs = row_size(type, n_in);
   uint8_t* dst = p.bytes.get();
