@@ -214,8 +214,8 @@ int run_info(const InfoArgs& a) {
     j["head_dim_v"] = c.head_dim_v;
     j["n_rot"] = c.n_rot;
     j["rope_type"] = rope;
-    j["rope_freq_base"] = c.rope_freq_base;
-    j["rope_freq_scale"] = c.rope_freq_scale;
+    j["rope_freq_base"] = c.rope.freq_base;
+    j["rope_freq_scale"] = c.rope.freq_scale;
     j["rms_eps"] = c.rms_eps;
     j["qkv_bias"] = c.has_qkv_bias;
     j["qk_norm"] = c.has_qk_norm;
@@ -240,8 +240,8 @@ int run_info(const InfoArgs& a) {
   fmt::print("n_ff              {}\n", c.n_ff);
   fmt::print("heads             {} query, {} KV (GQA {}:1), head_dim {}\n", c.n_head, c.n_head_kv,
              c.n_head / c.n_head_kv, c.head_dim);
-  fmt::print("RoPE              {}, base {:g}, dims {}{}{}\n", rope, c.rope_freq_base, c.n_rot,
-             c.rope_freq_scale != 1.0 ? fmt::format(", linear scale {}", c.rope_freq_scale) : "",
+  fmt::print("RoPE              {}, base {:g}, dims {}{}{}\n", rope, c.rope.freq_base, c.n_rot,
+             c.rope.freq_scale != 1.0 ? fmt::format(", linear scale {}", c.rope.freq_scale) : "",
              c.has_rope_freqs ? ", rope_freqs" : "");
   fmt::print("RMSNorm eps       {:g}\n", c.rms_eps);
   fmt::print("features          {}{}{}\n", c.has_qkv_bias ? "QKV bias; " : "",

@@ -11,6 +11,7 @@
 #include "engine/backend/reference/reference_session.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/arch_specs.h"
 #include "tests/support/compare.h"
 #include "tests/support/test_model.h"
 
@@ -82,22 +83,14 @@ TEST(CpuSession, StoriesMatchesReferenceTokens) {
   }
 }
 
-// Every architecture x every supported weight type: logits within the type's tolerance of the
-// reference at every prompt length; ubatch splitting and thread count change nothing.
+// Every architecture x every supported weight type (arch_specs.h: gemma3's window, phi3's
+// partial rotary, the experts): logits within the type's tolerance of the reference; ubatch
+// splitting and thread count change nothing.
 class CpuVsReference : public ::testing::TestWithParam<std::tuple<std::string, GgmlType>> {};
 
 TEST_P(CpuVsReference, LogitsAgree) {
   const auto& [arch, type] = GetParam();
-  TestModelSpec spec;
-  spec.arch = arch;
-  spec.weight_type = type;
-  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
-  if (k_quant) {
-    spec.n_embd = 256;
-    spec.n_ff = 512;
-    spec.head_dim = 64;
-  }
-  spec.rope_freqs = arch == "llama";
+  const TestModelSpec spec = arch_test_spec(arch, type);
   const fs::path p =
       temp_path(arch + "-" + std::string(type_name(static_cast<uint32_t>(type))) + ".gguf");
   ASSERT_TRUE(write_test_model(spec, p.string()).ok());
@@ -133,7 +126,7 @@ TEST_P(CpuVsReference, LogitsAgree) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllArchsAllTypes, CpuVsReference,
-    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+    ::testing::Combine(::testing::ValuesIn(test_arch_names()),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16,
                                          GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                                          GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
