@@ -195,6 +195,9 @@ int run_info(const InfoArgs& a) {
   auto loaded = load_model(a.model);
   if (!loaded) return fail(loaded.error());
   const char* rope = c.rope_type == RopeType::Normal ? "normal" : "neox";
+  const ModelSize size = loaded->model->size();
+  int64_t n_swa_layers = 0;
+  for (int64_t il = 0; il < c.n_layer; ++il) n_swa_layers += c.attn_span(il) > 0 ? 1 : 0;
 
   if (a.json) {
     nlohmann::json j;
@@ -216,6 +219,17 @@ int run_info(const InfoArgs& a) {
     j["rope_type"] = rope;
     j["rope_freq_base"] = c.rope.freq_base;
     j["rope_freq_scale"] = c.rope.freq_scale;
+    j["rope_scaling"] = rope_scaling_name(c.rope.scaling);
+    j["rope_n_ctx_orig"] = c.rope.n_ctx_orig;
+    j["rope_factors"] = c.has_rope_factors;
+    j["sliding_window"] = c.n_swa;
+    j["sliding_window_layers"] = n_swa_layers;
+    j["n_expert"] = c.n_expert;
+    j["n_expert_used"] = c.n_expert_used;
+    j["n_ff_exp"] = c.n_ff_exp;
+    j["params"] = size.params;
+    j["active_params"] = size.active_params;
+    j["decode_weight_bytes"] = size.decode_bytes;
     j["rms_eps"] = c.rms_eps;
     j["qkv_bias"] = c.has_qkv_bias;
     j["qk_norm"] = c.has_qk_norm;
@@ -240,12 +254,33 @@ int run_info(const InfoArgs& a) {
   fmt::print("n_ff              {}\n", c.n_ff);
   fmt::print("heads             {} query, {} KV (GQA {}:1), head_dim {}\n", c.n_head, c.n_head_kv,
              c.n_head / c.n_head_kv, c.head_dim);
-  fmt::print("RoPE              {}, base {:g}, dims {}{}{}\n", rope, c.rope.freq_base, c.n_rot,
-             c.rope.freq_scale != 1.0 ? fmt::format(", linear scale {}", c.rope.freq_scale) : "",
-             c.has_rope_freqs ? ", rope_freqs" : "");
+  std::string scaling;
+  if (c.rope.scaling == RopeScaling::Yarn) {
+    scaling = fmt::format(", YaRN x{:g} of {} tokens", 1.0 / c.rope.freq_scale, c.rope.n_ctx_orig);
+  } else if (c.rope.freq_scale != 1.0) {
+    scaling = fmt::format(", linear scale {:g}", c.rope.freq_scale);
+  }
+  fmt::print("RoPE              {}, base {:g}, dims {}{}{}{}{}\n", rope, c.rope.freq_base, c.n_rot,
+             scaling, c.has_rope_freqs ? ", rope_freqs" : "",
+             c.has_rope_factors ? ", LongRoPE factors" : "",
+             c.rope_swa.freq_base != c.rope.freq_base
+                 ? fmt::format("; sliding layers base {:g}", c.rope_swa.freq_base)
+                 : "");
+  if (c.n_swa > 0) {
+    fmt::print("attention         sliding window {} on {} of {} layers, the others global\n",
+               c.n_swa, n_swa_layers, c.n_layer);
+  }
+  if (c.is_moe()) {
+    fmt::print("experts           {} used of {} (n_ff_exp {}{})\n", c.n_expert_used, c.n_expert,
+               c.n_ff_exp,
+               c.n_ff_shexp > 0 ? fmt::format(", shared expert n_ff {}", c.n_ff_shexp) : "");
+  }
+  fmt::print("parameters        {} total, {} active per token\n", size.params, size.active_params);
   fmt::print("RMSNorm eps       {:g}\n", c.rms_eps);
-  fmt::print("features          {}{}{}\n", c.has_qkv_bias ? "QKV bias; " : "",
-             c.has_qk_norm ? "QK-norm; " : "",
+  fmt::print("features          {}{}{}{}{}{}\n", c.has_qkv_bias ? "QKV bias; " : "",
+             c.has_qk_norm ? "QK-norm; " : "", c.fused_qkv ? "fused QKV; " : "",
+             c.has_post_norms ? "post-norms; " : "",
+             c.ffn_act == FfnActivation::GeluTanh ? "GeGLU; " : "",
              c.tied_embeddings ? "tied embeddings" : "separate output matrix");
   fmt::print("tensors           {} ({} bytes): {}\n", f.tensors().size(), tensor_bytes, types);
   fmt::print("KV per token      {} bytes f16, {} bytes f32\n", c.kv_bytes_per_token(2),

@@ -243,6 +243,47 @@ TEST(CliInfo, ReportsHyperparametersAsJson) {
   EXPECT_NE(r.out.find("qwen3"), std::string::npos);
 }
 
+// A mixture of experts: total and active parameters (2 of 8 experts), the experts line, and the
+// decode bytes the planner uses; a gemma3 file: its sliding window; a YaRN file: its scaling.
+TEST(CliInfo, ReportsExpertsWindowsAndScaling) {
+  TestModelSpec moe;
+  moe.arch = "qwen3moe";
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  moe.n_ff_exp = 32;
+  const fs::path p = write_model("info-qwen3moe.gguf", moe);
+  Result r = run({"info", "-m", p.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n_expert"], 8);
+  EXPECT_EQ(j["n_expert_used"], 2);
+  const int64_t experts = 3 * moe.n_embd * 32 * 8 * moe.n_layer;  // gate, up, down stacks
+  EXPECT_EQ(j["params"].get<int64_t>() - j["active_params"].get<int64_t>(), experts / 8 * 6);
+  EXPECT_LT(j["decode_weight_bytes"].get<int64_t>(), j["file_size"].get<int64_t>());
+  r = run({"info", "-m", p.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("experts           2 used of 8 (n_ff_exp 32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" active per token"), std::string::npos) << r.out;
+
+  TestModelSpec g;
+  g.arch = "gemma3";
+  g.n_layer = 6;
+  g.sliding_window = 8;
+  r = run({"info", "-m", write_model("info-gemma3.gguf", g).string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sliding window 8 on 5 of 6 layers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sliding layers base 10000"), std::string::npos) << r.out;
+
+  TestModelSpec y;
+  y.arch = "qwen2";
+  y.rope_scaling = "yarn";
+  y.rope_factor = 4.0f;
+  y.rope_orig_ctx = 64;
+  r = run({"info", "-m", write_model("info-yarn.gguf", y).string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("YaRN x4 of 64 tokens"), std::string::npos) << r.out;
+}
+
 TEST(CliTokenize, SharedVocabulariesMatchReferenceIds) {
   for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
     const fs::path vocab = shared_models() / name;
