@@ -1,5 +1,6 @@
 #include "app/cli/commands.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -198,6 +199,12 @@ int run_info(const InfoArgs& a) {
   const ModelSize size = loaded->model->size();
   int64_t n_swa_layers = 0;
   for (int64_t il = 0; il < c.n_layer; ++il) n_swa_layers += c.attn_span(il) > 0 ? 1 : 0;
+  // KV per layer at the trained context, f16: what each layer's attention can read (a sliding
+  // layer only its window) against what the cache keeps today (the whole context everywhere).
+  const int64_t layer_f16 = c.layer_kv_bytes_per_token(2);
+  int64_t kv_needed_f16 = 0;
+  for (int64_t il = 0; il < c.n_layer; ++il)
+    kv_needed_f16 += c.layer_kv_tokens(il, c.n_ctx_train) * layer_f16;
 
   if (a.json) {
     nlohmann::json j;
@@ -239,6 +246,16 @@ int run_info(const InfoArgs& a) {
     j["tensor_bytes"] = tensor_bytes;
     j["tensor_types"] = type_counts;
     j["kv_bytes_per_token"] = {{"f16", c.kv_bytes_per_token(2)}, {"f32", c.kv_bytes_per_token(4)}};
+    nlohmann::json layers = nlohmann::json::array();
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      layers.push_back({{"layer", il},
+                        {"attn_span", c.attn_span(il)},
+                        {"bytes_per_token_f16", layer_f16},
+                        {"tokens_read_at_n_ctx_train", c.layer_kv_tokens(il, c.n_ctx_train)}});
+    }
+    j["kv_layers"] = layers;
+    j["kv_bytes_at_n_ctx_train_f16"] = {{"kept", c.kv_bytes_per_token(2) * c.n_ctx_train},
+                                        {"read", kv_needed_f16}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -285,6 +302,36 @@ int run_info(const InfoArgs& a) {
   fmt::print("tensors           {} ({} bytes): {}\n", f.tensors().size(), tensor_bytes, types);
   fmt::print("KV per token      {} bytes f16, {} bytes f32\n", c.kv_bytes_per_token(2),
              c.kv_bytes_per_token(4));
+  fmt::print("KV per layer      {} bytes/token f16 in each of {} layers\n", layer_f16, c.n_layer);
+  if (n_swa_layers > 0) {
+    // Name the sliding layers compactly: "0-4, 6-10" for gemma3's 5 local : 1 global.
+    std::string ranges;
+    for (int64_t il = 0; il < c.n_layer;) {
+      if (c.attn_span(il) == 0) {
+        ++il;
+        continue;
+      }
+      int64_t end = il;
+      while (end + 1 < c.n_layer && c.attn_span(end + 1) > 0) ++end;
+      ranges += fmt::format("{}{}", ranges.empty() ? "" : ", ",
+                            end == il ? fmt::format("{}", il) : fmt::format("{}-{}", il, end));
+      il = end + 1;
+    }
+    const int64_t n_global = c.n_layer - n_swa_layers;
+    fmt::print(
+        "KV at trained ctx {} tokens, f16: {}{} per sliding layer ({}: window {}); the layers "
+        "read {} of the {} the cache keeps (every position in every layer)\n",
+        c.n_ctx_train,
+        n_global > 0 ? fmt::format("{} per global layer ({}), ",
+                                   format_size(c.n_ctx_train * layer_f16), n_global)
+                     : "",
+        format_size(std::min(c.n_swa, c.n_ctx_train) * layer_f16), ranges, c.n_swa,
+        format_size(kv_needed_f16), format_size(c.kv_bytes_per_token(2) * c.n_ctx_train));
+  } else {
+    fmt::print("KV at trained ctx {} tokens, f16: {} per layer, {} in all\n", c.n_ctx_train,
+               format_size(c.n_ctx_train * layer_f16),
+               format_size(c.kv_bytes_per_token(2) * c.n_ctx_train));
+  }
   return 0;
 }
 

@@ -110,7 +110,19 @@ struct ModelConfig {
   /// Bytes of K+V per token for a cache element size (2 for f16): 2 x n_layer x n_head_kv x
   /// head_dim x bytes (value heads use head_dim_v).
   int64_t kv_bytes_per_token(double bytes_per_element) const {
-    return static_cast<int64_t>(n_layer * n_head_kv * (head_dim + head_dim_v) * bytes_per_element);
+    return n_layer * layer_kv_bytes_per_token(bytes_per_element);
+  }
+  /// Bytes of K+V one token takes in one layer (every layer has the same KV shape):
+  /// n_head_kv x (head_dim + head_dim_v) x bytes.
+  int64_t layer_kv_bytes_per_token(double bytes_per_element) const {
+    return static_cast<int64_t>(n_head_kv * (head_dim + head_dim_v) * bytes_per_element);
+  }
+  /// Positions of KV layer il's attention can ever read at context n_ctx: n_ctx for a global
+  /// layer, min(span, n_ctx) for a sliding one (a query at pos reads [pos - span + 1, pos]).
+  /// What the cache could keep per layer; today it keeps n_ctx positions for every layer.
+  int64_t layer_kv_tokens(int64_t il, int64_t n_ctx) const {
+    const int64_t span = attn_span(il);
+    return span > 0 && span < n_ctx ? span : n_ctx;
   }
 };
 

@@ -269,10 +269,32 @@ TEST(CliInfo, ReportsExpertsWindowsAndScaling) {
   g.arch = "gemma3";
   g.n_layer = 6;
   g.sliding_window = 8;
-  r = run({"info", "-m", write_model("info-gemma3.gguf", g).string()});
+  const fs::path gp = write_model("info-gemma3.gguf", g);
+  r = run({"info", "-m", gp.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("sliding window 8 on 5 of 6 layers"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sliding layers base 10000"), std::string::npos) << r.out;
+  // Per-layer KV (2 KV heads x (16 + 16) x 2 bytes = 128 per token and layer; context 256): the
+  // global layer reads 32 KiB, each sliding layer its window, 8 x 128 bytes.
+  EXPECT_NE(r.out.find("KV per layer      128 bytes/token f16 in each of 6 layers"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("KV at trained ctx 256 tokens, f16: 32.0 KiB per global layer (1), "
+                       "1.0 KiB per sliding layer (0-4: window 8); the layers read 37.0 KiB of "
+                       "the 192.0 KiB"),
+            std::string::npos)
+      << r.out;
+  r = run({"info", "-m", gp.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto gj = nlohmann::json::parse(r.out);
+  ASSERT_EQ(gj["kv_layers"].size(), 6u);
+  EXPECT_EQ(gj["kv_layers"][0]["attn_span"], 8);
+  EXPECT_EQ(gj["kv_layers"][0]["tokens_read_at_n_ctx_train"], 8);
+  EXPECT_EQ(gj["kv_layers"][5]["attn_span"], 0);
+  EXPECT_EQ(gj["kv_layers"][5]["tokens_read_at_n_ctx_train"], 256);
+  EXPECT_EQ(gj["kv_layers"][5]["bytes_per_token_f16"], 128);
+  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["read"], 5 * 8 * 128 + 256 * 128);
+  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["kept"], 6 * 256 * 128);
 
   TestModelSpec y;
   y.arch = "qwen2";

@@ -130,6 +130,14 @@ TEST(Archs, Gemma3ConfigAndTensors) {
   EXPECT_EQ(c.n_swa, 8);
   const std::vector<int64_t> spans = {8, 8, 8, 8, 8, 0};  // 5 local : 1 global
   EXPECT_EQ(c.layer_attn_span, spans);
+  // KV per layer: 2 KV heads x (16 + 16) x 2 bytes (f16) in each layer; a sliding layer reads at
+  // most its window of positions, a global one the whole context.
+  EXPECT_EQ(c.layer_kv_bytes_per_token(2), 128);
+  EXPECT_EQ(c.kv_bytes_per_token(2), 6 * 128);
+  EXPECT_EQ(c.layer_kv_tokens(0, 1000), 8);
+  EXPECT_EQ(c.layer_kv_tokens(4, 1000), 8);
+  EXPECT_EQ(c.layer_kv_tokens(5, 1000), 1000);
+  EXPECT_EQ(c.layer_kv_tokens(0, 5), 5);  // a context shorter than the window
   EXPECT_EQ(m->output, m->token_embd);
   EXPECT_NE(m->layers[3].attn_post_norm, nullptr);
   EXPECT_NE(m->layers[3].ffn_post_norm, nullptr);
