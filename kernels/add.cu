@@ -1,4 +1,5 @@
-// Element-wise adds: the residual connection and qwen2's Q/K/V biases.
+// Element-wise adds and scales: the residual connection, qwen2's Q/K/V biases, gemma3's
+// embedding scale.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -35,7 +36,23 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// x[i] *= a.
+__global__ void __launch_bounds__(kThreads) scale_kernel(float* x, float a, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * kThreads) {
+    x[i] *= a;
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_scale(float* x, float a, int64_t n, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (!x) return cudaErrorInvalidValue;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, a, n);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;

@@ -75,12 +75,38 @@ cudaError_t launch_rope(float* x, const float* cs, int64_t n_tok, int64_t n_head
 /// y may alias g or u.
 cudaError_t launch_swiglu(const float* g, const float* u, float* y, int64_t n, cudaStream_t stream);
 
+// ---- geglu.cu --------------------------------------------------------------------------
+/// y[i] = gelu_tanh(g[i]) * u[i] for i < n (GeGLU, Gemma's FFN), gelu_tanh(x) = 0.5 x (1 +
+/// tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the CPU does: x / (1 + exp(-2 sqrt(2/pi)
+/// (x + 0.044715 x^3))). y may alias g or u.
+cudaError_t launch_geglu(const float* g, const float* u, float* y, int64_t n, cudaStream_t stream);
+
 // ---- add.cu -----------------------------------------------------------------------------
 /// Residual add: y[i] = a[i] + b[i], i < n; y may alias a or b.
 cudaError_t launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+/// Scale in place: x[i] *= a, i < n (gemma3's embedding scale sqrt(n_embd)).
+cudaError_t launch_scale(float* x, float a, int64_t n, cudaStream_t stream);
 /// Bias: x[r][i] += bias[i] for r < n_rows, i < n (qwen2's Q/K/V biases).
 cudaError_t launch_add_bias(float* x, const float* bias, int64_t n, int64_t n_rows,
                             cudaStream_t stream);
+
+// ---- moe.cu -----------------------------------------------------------------------------
+/// Gather: dst[i][0..dim) = src[rows[i]][0..dim) for i < n_rows (one expert's tokens into a
+/// contiguous block). rows: device int32 indices into src's rows.
+cudaError_t launch_gather_rows(const float* src, const int32_t* rows, int64_t n_rows, int64_t dim,
+                               float* dst, cudaStream_t stream);
+/// Scatter: dst[rows[i]][0..dim) = src[i][0..dim) for i < n_rows; rows distinct.
+cudaError_t launch_scatter_rows(const float* src, const int32_t* rows, int64_t n_rows, int64_t dim,
+                                float* dst, cudaStream_t stream);
+/// out[t][c] = sum_{j < k} weights[t][j] * slot[t][j][c], j in order, for t < n_tok, c < dim:
+/// the router-weighted sum of a token's k expert outputs. slot [n_tok][k][dim], weights
+/// [n_tok][k], out [n_tok][dim] (not aliasing slot).
+cudaError_t launch_moe_combine(const float* slot, const float* weights, int64_t n_tok, int64_t k,
+                               int64_t dim, float* out, cudaStream_t stream);
+/// qwen2moe's shared expert: out[t] += sigmoid(h[t] . gate_w) * y[t], t < n_tok; h, y, out
+/// [n_tok][dim], gate_w [dim].
+cudaError_t launch_shared_gate_add(const float* h, const float* gate_w, const float* y,
+                                   int64_t n_tok, int64_t dim, float* out, cudaStream_t stream);
 
 // ---- kv_store.cu ------------------------------------------------------------------------
 /// The GPU window's KV write: n_tok rows src [n_tok][n_kv_heads][row_dim] (K or V of
@@ -105,7 +131,8 @@ int64_t paged_attention_splits(int64_t n_tok, int64_t n_blocks, int64_t n_head, 
 
 /// Partial causal attention (flash-decoding, Dao et al. 2023; FlashAttention, Dao et al. 2022)
 /// of n_tok queries at positions [pos0, pos0 + n_tok) over the valid rows of a block table:
-/// query t attends a row at position p when p <= pos0 + t. GQA: head h reads KV head
+/// query t attends a row at position p when p <= pos0 + t and, for a sliding-window layer
+/// (span > 0), p > pos0 + t - span (the lower bound; span 0: global). GQA: head h reads KV head
 /// h / (n_head / n_kv_heads). Rows are read in `layer`'s layout and types (K and V types equal:
 /// F32, F16 or Q8_0; Q8_0 needs head dims % 32 == 0).
 ///   q        [n_tok][n_head][head_dim] f32
@@ -117,8 +144,8 @@ int64_t paged_attention_splits(int64_t n_tok, int64_t n_blocks, int64_t n_head, 
 cudaError_t launch_paged_attention(const float* q, const PagedBlock* table, int64_t n_blocks,
                                    const PagedLayer& layer, int64_t n_tok, int64_t pos0,
                                    int64_t n_head, int64_t n_kv_heads, int64_t head_dim,
-                                   int64_t head_dim_v, float scale, int64_t n_split, float* part_o,
-                                   float* part_ms, cudaStream_t stream);
+                                   int64_t head_dim_v, float scale, int64_t span, int64_t n_split,
+                                   float* part_o, float* part_ms, cudaStream_t stream);
 
 /// Log-sum-exp merge (softmax_math.h softmax_merge) of n_parts partials in the layout above
 /// (part p at part_o + p * n_tok * n_head * head_dim_v, part_ms + p * n_tok * n_head * 2),

@@ -46,8 +46,14 @@ struct PagedArgs {
   float* part_o;   // [n_split][n_tok][n_head][hdv]
   float* part_ms;  // [n_split][n_tok][n_head][2]: m, s
   int n_tok, pos0, n_head, n_rep, hd, hdv, n_split;
+  int span;  // sliding window: keys at positions <= qpos - span are masked; 0: none
   float scale;
 };
+
+// Whether a key at position kp is visible to a query at qpos: causal, and within the span.
+__device__ __forceinline__ bool key_visible(int kp, int qpos, int span) {
+  return kp <= qpos && (span == 0 || kp > qpos - span);
+}
 
 __device__ __forceinline__ void write_partial(const PagedArgs& a, int split, int t, int h,
                                               const SoftmaxState& st) {
@@ -101,7 +107,7 @@ __global__ void __launch_bounds__(kVecWarps * 32, 1) paged_vec_kernel(PagedArgs 
       if (j < n_keys) {
         const PagedBlock blk = a.table[b0 + j / bs];
         const int r = j % bs;
-        ok[u] = r < blk.n_rows && blk.pos0 + r <= qpos;
+        ok[u] = r < blk.n_rows && key_visible(blk.pos0 + r, qpos, a.span);
         if (ok[u]) {
           krow = paged_k_row(blk.base, a.L, g, r);
           vrow = paged_v_row(blk.base, a.L, g, r);
@@ -269,7 +275,8 @@ __global__ void __launch_bounds__(kTileWarps * 32, 4) paged_tile_kernel(PagedArg
     float p[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float x = kp <= qpos[r] ? s[r] * a.scale : -INFINITY;  // causal mask
+      // Causal and sliding-window mask (kp = INT_MAX for an empty row, qpos = -1 for no query).
+      const float x = key_visible(kp, qpos[r], a.span) ? s[r] * a.scale : -INFINITY;
       const float alpha = softmax_advance(st[r], warp_max(x));
       p[r] = softmax_weight(x, st[r].m);
       st[r].s += warp_sum(p[r]);
@@ -415,8 +422,8 @@ int64_t paged_attention_splits(int64_t n_tok, int64_t n_blocks, int64_t n_head, 
 cudaError_t launch_paged_attention(const float* q, const PagedBlock* table, int64_t n_blocks,
                                    const PagedLayer& layer, int64_t n_tok, int64_t pos0,
                                    int64_t n_head, int64_t n_kv_heads, int64_t head_dim,
-                                   int64_t head_dim_v, float scale, int64_t n_split, float* part_o,
-                                   float* part_ms, cudaStream_t stream) {
+                                   int64_t head_dim_v, float scale, int64_t span, int64_t n_split,
+                                   float* part_o, float* part_ms, cudaStream_t stream) {
   const GgmlType T = layer.type_k;
   if ((T != GgmlType::F32 && T != GgmlType::F16 && T != GgmlType::Q8_0) || layer.type_v != T) {
     return cudaErrorInvalidValue;
@@ -425,7 +432,8 @@ cudaError_t launch_paged_attention(const float* q, const PagedBlock* table, int6
       n_kv_heads < 1 || n_head % n_kv_heads != 0 || n_head > 65535 || head_dim < 1 ||
       head_dim > kMaxHeadDim || head_dim_v < 1 || head_dim_v > kMaxHeadDim ||
       pos0 + n_tok > INT32_MAX || layer.block_size < 1 || layer.block_size > 65536 || n_split < 1 ||
-      n_split > kMaxPagedSplits || (n_tok >= kMinTileQueries && n_split != 1)) {
+      n_split > kMaxPagedSplits || (n_tok >= kMinTileQueries && n_split != 1) || span < 0 ||
+      span > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
   if (T == GgmlType::Q8_0 && (head_dim % kQK8_0 != 0 || head_dim_v % kQK8_0 != 0)) {
@@ -447,6 +455,7 @@ cudaError_t launch_paged_attention(const float* q, const PagedBlock* table, int6
   a.hd = static_cast<int>(head_dim);
   a.hdv = static_cast<int>(head_dim_v);
   a.n_split = static_cast<int>(n_split);
+  a.span = static_cast<int>(span);
   a.scale = scale;
   switch (T) {
     case GgmlType::F32:

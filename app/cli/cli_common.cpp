@@ -34,6 +34,8 @@ Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const GgufFile& file) {
 Expected<LoadedModel> load_model(const std::string& path) {
   auto model = Model::load(path);
   if (!model) return model.error();
+  for (const std::string& w : (*model)->config().warnings)
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
   auto tok = load_tokenizer((*model)->file());
   if (!tok) return tok.error();
   if ((*tok)->n_vocab() != (*model)->config().n_vocab) {

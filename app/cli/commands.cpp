@@ -1,5 +1,6 @@
 #include "app/cli/commands.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -196,6 +197,15 @@ int run_info(const InfoArgs& a) {
   auto loaded = load_model(a.model);
   if (!loaded) return fail(loaded.error());
   const char* rope = c.rope_type == RopeType::Normal ? "normal" : "neox";
+  const ModelSize size = loaded->model->size();
+  int64_t n_swa_layers = 0;
+  for (int64_t il = 0; il < c.n_layer; ++il) n_swa_layers += c.attn_span(il) > 0 ? 1 : 0;
+  // KV per layer at the trained context, f16: what each layer's attention can read (a sliding
+  // layer only its window) against what the cache keeps today (the whole context everywhere).
+  const int64_t layer_f16 = c.layer_kv_bytes_per_token(2);
+  int64_t kv_needed_f16 = 0;
+  for (int64_t il = 0; il < c.n_layer; ++il)
+    kv_needed_f16 += c.layer_kv_tokens(il, c.n_ctx_train) * layer_f16;
 
   if (a.json) {
     nlohmann::json j;
@@ -215,8 +225,19 @@ int run_info(const InfoArgs& a) {
     j["head_dim_v"] = c.head_dim_v;
     j["n_rot"] = c.n_rot;
     j["rope_type"] = rope;
-    j["rope_freq_base"] = c.rope_freq_base;
-    j["rope_freq_scale"] = c.rope_freq_scale;
+    j["rope_freq_base"] = c.rope.freq_base;
+    j["rope_freq_scale"] = c.rope.freq_scale;
+    j["rope_scaling"] = rope_scaling_name(c.rope.scaling);
+    j["rope_n_ctx_orig"] = c.rope.n_ctx_orig;
+    j["rope_factors"] = c.has_rope_factors;
+    j["sliding_window"] = c.n_swa;
+    j["sliding_window_layers"] = n_swa_layers;
+    j["n_expert"] = c.n_expert;
+    j["n_expert_used"] = c.n_expert_used;
+    j["n_ff_exp"] = c.n_ff_exp;
+    j["params"] = size.params;
+    j["active_params"] = size.active_params;
+    j["decode_weight_bytes"] = size.decode_bytes;
     j["rms_eps"] = c.rms_eps;
     j["qkv_bias"] = c.has_qkv_bias;
     j["qk_norm"] = c.has_qk_norm;
@@ -226,6 +247,16 @@ int run_info(const InfoArgs& a) {
     j["tensor_bytes"] = tensor_bytes;
     j["tensor_types"] = type_counts;
     j["kv_bytes_per_token"] = {{"f16", c.kv_bytes_per_token(2)}, {"f32", c.kv_bytes_per_token(4)}};
+    nlohmann::json layers = nlohmann::json::array();
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      layers.push_back({{"layer", il},
+                        {"attn_span", c.attn_span(il)},
+                        {"bytes_per_token_f16", layer_f16},
+                        {"tokens_read_at_n_ctx_train", c.layer_kv_tokens(il, c.n_ctx_train)}});
+    }
+    j["kv_layers"] = layers;
+    j["kv_bytes_at_n_ctx_train_f16"] = {{"kept", c.kv_bytes_per_token(2) * c.n_ctx_train},
+                                        {"read", kv_needed_f16}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -241,16 +272,67 @@ int run_info(const InfoArgs& a) {
   fmt::print("n_ff              {}\n", c.n_ff);
   fmt::print("heads             {} query, {} KV (GQA {}:1), head_dim {}\n", c.n_head, c.n_head_kv,
              c.n_head / c.n_head_kv, c.head_dim);
-  fmt::print("RoPE              {}, base {:g}, dims {}{}{}\n", rope, c.rope_freq_base, c.n_rot,
-             c.rope_freq_scale != 1.0 ? fmt::format(", linear scale {}", c.rope_freq_scale) : "",
-             c.has_rope_freqs ? ", rope_freqs" : "");
+  std::string scaling;
+  if (c.rope.scaling == RopeScaling::Yarn) {
+    scaling = fmt::format(", YaRN x{:g} of {} tokens", 1.0 / c.rope.freq_scale, c.rope.n_ctx_orig);
+  } else if (c.rope.freq_scale != 1.0) {
+    scaling = fmt::format(", linear scale {:g}", c.rope.freq_scale);
+  }
+  fmt::print("RoPE              {}, base {:g}, dims {}{}{}{}{}\n", rope, c.rope.freq_base, c.n_rot,
+             scaling, c.has_rope_freqs ? ", rope_freqs" : "",
+             c.has_rope_factors ? ", LongRoPE factors" : "",
+             c.rope_swa.freq_base != c.rope.freq_base
+                 ? fmt::format("; sliding layers base {:g}", c.rope_swa.freq_base)
+                 : "");
+  if (c.n_swa > 0) {
+    fmt::print("attention         sliding window {} on {} of {} layers, the others global\n",
+               c.n_swa, n_swa_layers, c.n_layer);
+  }
+  if (c.is_moe()) {
+    fmt::print("experts           {} used of {} (n_ff_exp {}{})\n", c.n_expert_used, c.n_expert,
+               c.n_ff_exp,
+               c.n_ff_shexp > 0 ? fmt::format(", shared expert n_ff {}", c.n_ff_shexp) : "");
+  }
+  fmt::print("parameters        {} total, {} active per token\n", size.params, size.active_params);
   fmt::print("RMSNorm eps       {:g}\n", c.rms_eps);
-  fmt::print("features          {}{}{}\n", c.has_qkv_bias ? "QKV bias; " : "",
-             c.has_qk_norm ? "QK-norm; " : "",
+  fmt::print("features          {}{}{}{}{}{}\n", c.has_qkv_bias ? "QKV bias; " : "",
+             c.has_qk_norm ? "QK-norm; " : "", c.fused_qkv ? "fused QKV; " : "",
+             c.has_post_norms ? "post-norms; " : "",
+             c.ffn_act == FfnActivation::GeluTanh ? "GeGLU; " : "",
              c.tied_embeddings ? "tied embeddings" : "separate output matrix");
   fmt::print("tensors           {} ({} bytes): {}\n", f.tensors().size(), tensor_bytes, types);
   fmt::print("KV per token      {} bytes f16, {} bytes f32\n", c.kv_bytes_per_token(2),
              c.kv_bytes_per_token(4));
+  fmt::print("KV per layer      {} bytes/token f16 in each of {} layers\n", layer_f16, c.n_layer);
+  if (n_swa_layers > 0) {
+    // Name the sliding layers compactly: "0-4, 6-10" for gemma3's 5 local : 1 global.
+    std::string ranges;
+    for (int64_t il = 0; il < c.n_layer;) {
+      if (c.attn_span(il) == 0) {
+        ++il;
+        continue;
+      }
+      int64_t end = il;
+      while (end + 1 < c.n_layer && c.attn_span(end + 1) > 0) ++end;
+      ranges += fmt::format("{}{}", ranges.empty() ? "" : ", ",
+                            end == il ? fmt::format("{}", il) : fmt::format("{}-{}", il, end));
+      il = end + 1;
+    }
+    const int64_t n_global = c.n_layer - n_swa_layers;
+    fmt::print(
+        "KV at trained ctx {} tokens, f16: {}{} per sliding layer ({}: window {}); the layers "
+        "read {} of the {} the cache keeps (every position in every layer)\n",
+        c.n_ctx_train,
+        n_global > 0 ? fmt::format("{} per global layer ({}), ",
+                                   format_size(c.n_ctx_train * layer_f16), n_global)
+                     : "",
+        format_size(std::min(c.n_swa, c.n_ctx_train) * layer_f16), ranges, c.n_swa,
+        format_size(kv_needed_f16), format_size(c.kv_bytes_per_token(2) * c.n_ctx_train));
+  } else {
+    fmt::print("KV at trained ctx {} tokens, f16: {} per layer, {} in all\n", c.n_ctx_train,
+               format_size(c.n_ctx_train * layer_f16),
+               format_size(c.kv_bytes_per_token(2) * c.n_ctx_train));
+  }
   return 0;
 }
 

@@ -74,6 +74,8 @@ struct OpKernels {
   void (*rope)(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs,
                bool neox);
   void (*swiglu)(const float* g, const float* u, float* out, int64_t n);  // silu(g) * u
+  // gelu_tanh(g) * u, gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))).
+  void (*geglu)(const float* g, const float* u, float* out, int64_t n);
   void (*softmax)(float* x, int64_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);

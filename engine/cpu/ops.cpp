@@ -1,7 +1,9 @@
 #include "engine/cpu/ops.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <numeric>
 
 #include "engine/cpu/kernels.h"
 
@@ -12,20 +14,7 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n, float* out) 
   active_op_kernels().rms_norm(x, w, eps, n, out);
 }
 
-std::vector<double> rope_inv_freq(int64_t n_rot, double base, double freq_scale,
-                                  const float* factors) {
-  const int64_t half = n_rot / 2;
-  std::vector<double> f(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    const double factor = factors ? static_cast<double>(factors[i]) : 1.0;
-    f[static_cast<size_t>(i)] =
-        freq_scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot)) /
-        factor;
-  }
-  return f;
-}
-
-void rope_cos_sin(const double* inv_freq, int64_t n_rot, int64_t pos, float mscale, float* cs) {
+void rope_cos_sin(const double* inv_freq, int64_t n_rot, int64_t pos, double mscale, float* cs) {
   const int64_t half = n_rot / 2;
   for (int64_t i = 0; i < half; ++i) {
     const double theta = static_cast<double>(pos) * inv_freq[i];
@@ -44,8 +33,34 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   active_op_kernels().swiglu(g, u, out, n);
 }
 
+void geglu(const float* g, const float* u, float* out, int64_t n) {
+  active_op_kernels().geglu(g, u, out, n);
+}
+
 void softmax(float* x, int64_t n) {
   if (n > 0) active_op_kernels().softmax(x, n);
+}
+
+void route_experts(float* logits, int64_t n, int64_t n_expert, int64_t k, bool norm, float scale,
+                   int32_t* chosen, float* weights) {
+  assert(k >= 1 && k <= n_expert);
+  std::vector<int32_t> order(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = logits + t * n_expert;
+    softmax(p, n_expert);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) sum += p[order[static_cast<size_t>(j)]];
+    for (int64_t j = 0; j < k; ++j) {
+      float w = p[order[static_cast<size_t>(j)]];
+      if (norm) w /= sum;
+      if (scale != 0.0f) w *= scale;
+      chosen[t * k + j] = order[static_cast<size_t>(j)];
+      weights[t * k + j] = w;
+    }
+  }
 }
 
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {

@@ -1,7 +1,7 @@
-// Vectorised element-wise kernels of the CPU forward pass: RMSNorm, RoPE, SwiGLU, softmax and
-// the KV row conversions (f32 <-> f16, f32 -> q8_0). Each runs at the active SIMD level (simd.h);
-// the scalar level is the portable fallback. Preconditions are asserted in debug builds only
-// (kernels trust their inputs; shapes are checked once, at model load).
+// Vectorised element-wise kernels of the CPU forward pass: RMSNorm, RoPE, SwiGLU, GeGLU, softmax
+// and the KV row conversions (f32 <-> f16, f32 -> q8_0). Each runs at the active SIMD level
+// (simd.h); the scalar level is the portable fallback. Preconditions are asserted in debug builds
+// only (kernels trust their inputs; shapes are checked once, at model load).
 #pragma once
 
 #include <cstdint>
@@ -15,17 +15,12 @@ namespace spw::cpu {
 /// weight. out may alias x.
 void rms_norm(const float* x, const float* w, float eps, int64_t n, float* out);
 
-/// Inverse frequencies of RoPE, as the reference path computes them:
-/// inv_freq[i] = freq_scale * base^(-2i / n_rot) / factors[i] for i < n_rot / 2
-/// (factors: `rope_freqs.weight`, Llama 3.1 scaling; nullptr for none).
-std::vector<double> rope_inv_freq(int64_t n_rot, double base, double freq_scale,
-                                  const float* factors);
-
 /// cos/sin table of one position: cs[i] = cos(pos * inv_freq[i]) * mscale, cs[n_rot/2 + i] =
-/// sin(...) * mscale for i < n_rot / 2. The angle is formed in double (pos * inv_freq reaches
-/// 10^5 radians at long context, where float would lose ~0.01 rad). mscale is YaRN's
-/// attention factor (1 otherwise). One table serves every head and layer of a token.
-void rope_cos_sin(const double* inv_freq, int64_t n_rot, int64_t pos, float mscale, float* cs);
+/// sin(...) * mscale for i < n_rot / 2 (inv_freq and mscale: engine/model/rope.h
+/// rope_inv_freq, rope_mscale). The angle is formed in double (pos * inv_freq reaches 10^5
+/// radians at long context, where float would lose ~0.01 rad); the product with mscale too.
+/// One table serves every head and every layer of that RoPE for a token.
+void rope_cos_sin(const double* inv_freq, int64_t n_rot, int64_t pos, double mscale, float* cs);
 
 /// Rotates the first n_rot dims of each of n_heads vectors of head_dim floats, in place:
 /// x: [n_heads][head_dim]. Normal pairs (2i, 2i+1); NeoX pairs (i, i + n_rot/2).
@@ -35,8 +30,20 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const floa
 /// out[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u. out may alias g or u.
 void swiglu(const float* g, const float* u, float* out, int64_t n);
 
+/// out[i] = gelu_tanh(g[i]) * u[i] (GeGLU, Shazeer 2020; Gemma's FFN), gelu_tanh(x) = 0.5 x (1 +
+/// tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715
+/// x^3))). out may alias g or u.
+void geglu(const float* g, const float* u, float* out, int64_t n);
+
 /// x = exp(x - max x) / sum, in place.
 void softmax(float* x, int64_t n);
+
+/// The router of a mixture of experts (llama.cpp's build_moe_ffn, softmax gating), for each of
+/// n tokens: logits [n][n_expert] become probabilities in place (softmax); chosen [n][k]
+/// receives the k most probable experts (the lower expert first on ties) and weights [n][k]
+/// their probabilities, divided by their sum when `norm`, times `scale` when it is not 0.
+void route_experts(float* logits, int64_t n, int64_t n_expert, int64_t k, bool norm, float scale,
+                   int32_t* chosen, float* weights);
 
 /// Row conversions, round to nearest even (bit-identical to fp32_to_fp16 / fp16_to_fp32 in
 /// engine/common/fp16.h for every non-NaN value).

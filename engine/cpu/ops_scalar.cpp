@@ -35,6 +35,18 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+// gelu_tanh(g) = 0.5 g (1 + tanh(z)) = g / (1 + exp(-2z)), z = sqrt(2/pi) (g + 0.044715 g^3).
+constexpr float kGeluC1 = 1.5957691216057308f;  // 2 sqrt(2 / pi)
+constexpr float kGeluC2 = 1.5957691216057308f * 0.044715f;
+
+void geglu(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float t = x * (kGeluC1 + kGeluC2 * (x * x));
+    out[i] = x / (1.0f + std::exp(-t)) * u[i];
+  }
+}
+
 void softmax(float* x, int64_t n) {
   const float m = *std::max_element(x, x + n);
   float sum = 0.0f;
@@ -122,8 +134,8 @@ void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, Kv
 }  // namespace
 
 const OpKernels* op_kernels_scalar() {
-  static const OpKernels table = {rms_norm,    rope,    swiglu, softmax,     f32_to_f16, f16_to_f32,
-                                  f32_to_q8_0, exp_sum, scale,  attn_scores, attn_accum};
+  static const OpKernels table = {rms_norm,   rope,        swiglu,  geglu, softmax,     f32_to_f16,
+                                  f16_to_f32, f32_to_q8_0, exp_sum, scale, attn_scores, attn_accum};
   return &table;
 }
 

@@ -129,6 +129,31 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = g[i] / (1.0f + exp1(-g[i])) * u[i];
 }
 
+// Same operations as the scalar geglu (no FMA: products and sums in the scalar's order).
+constexpr float kGeluC1 = 1.5957691216057308f;  // 2 sqrt(2 / pi)
+constexpr float kGeluC2 = 1.5957691216057308f * 0.044715f;
+
+void geglu(const float* g, const float* u, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 c1 = _mm256_set1_ps(kGeluC1), c2 = _mm256_set1_ps(kGeluC2);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 t = _mm256_mul_ps(x, _mm256_add_ps(c1, _mm256_mul_ps(c2, _mm256_mul_ps(x, x))));
+    const __m256 e = exp8(_mm256_xor_ps(t, sign));
+    // exp8 clamps at e^88, where expf overflows to inf and the scalar form gives x / inf = 0.
+    const __m256 tail = _mm256_cmp_ps(t, _mm256_set1_ps(-88.0f), _CMP_LT_OQ);
+    const __m256 gelu = _mm256_andnot_ps(tail, _mm256_div_ps(x, _mm256_add_ps(one, e)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) {
+    const float x = g[i];
+    const float t = x * (kGeluC1 + kGeluC2 * (x * x));
+    out[i] = t < -88.0f ? 0.0f : x / (1.0f + exp1(-t)) * u[i];
+  }
+}
+
 float exp_sum(float* x, int64_t n, float m) {
   const __m256 mv = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
@@ -439,8 +464,8 @@ void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, Kv
 }  // namespace
 
 const OpKernels* op_kernels_avx2() {
-  static const OpKernels table = {rms_norm,    rope,    swiglu, softmax,     f32_to_f16, f16_to_f32,
-                                  f32_to_q8_0, exp_sum, scale,  attn_scores, attn_accum};
+  static const OpKernels table = {rms_norm,   rope,        swiglu,  geglu, softmax,     f32_to_f16,
+                                  f16_to_f32, f32_to_q8_0, exp_sum, scale, attn_scores, attn_accum};
   return &table;
 }
 

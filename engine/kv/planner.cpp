@@ -252,16 +252,7 @@ Expected<Plan> compute(const PlanInput& in) {
 
 }  // namespace
 
-int64_t decode_weight_bytes(const Model& m) {
-  uint64_t total = m.output->n_bytes;
-  for (const LayerWeights& w : m.layers) {
-    for (const GgufTensorInfo* t :
-         {w.attn_q, w.attn_k, w.attn_v, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down}) {
-      total += t->n_bytes;
-    }
-  }
-  return static_cast<int64_t>(total);
-}
+int64_t decode_weight_bytes(const Model& m) { return m.size().decode_bytes; }
 
 std::string kv_type_label(GgmlType t) {
   switch (t) {

@@ -42,8 +42,9 @@ class Model;
 namespace spw::kv {
 
 /// Bytes of weights one decode step reads: every layer matrix and the output matrix (which is
-/// token_embd.weight when the embeddings are tied). token_embd's single looked-up row and the
-/// 1-D norm and bias vectors are negligible and left out.
+/// token_embd.weight when the embeddings are tied); of a mixture of experts, the router and the
+/// n_expert_used / n_expert share of the expert stacks (Model::size()). token_embd's single
+/// looked-up row and the 1-D norm and bias vectors are negligible and left out.
 int64_t decode_weight_bytes(const Model& model);
 
 struct PlanInput {

@@ -225,7 +225,7 @@ uint64_t model_fingerprint(const Model& model) {
                           c.head_dim_v, c.n_rot}) {
     p.put(v);
   }
-  for (const double v : {c.rms_eps, c.rope_freq_base, c.rope_freq_scale}) p.put(v);
+  for (const double v : {c.rms_eps, c.rope.freq_base, c.rope.freq_scale}) p.put(v);
   p.put(static_cast<uint32_t>(c.rope_type));
   for (const bool b : {c.has_qkv_bias, c.has_qk_norm, c.tied_embeddings, c.has_rope_freqs}) {
     p.put(static_cast<uint8_t>(b));

@@ -1,26 +1,10 @@
 #include "engine/model/model.h"
 
-#include <cmath>
-#include <optional>
 #include <unordered_set>
 
 namespace spw {
 
 namespace {
-
-struct ArchInfo {
-  std::string_view name;
-  Arch arch;
-  RopeType rope;
-  bool qkv_bias;
-  bool qk_norm;
-};
-
-constexpr ArchInfo kArchs[] = {
-    {"llama", Arch::Llama, RopeType::Normal, false, false},
-    {"qwen2", Arch::Qwen2, RopeType::NeoX, true, false},
-    {"qwen3", Arch::Qwen3, RopeType::NeoX, false, true},
-};
 
 // Loader state for one file: looks up tensors and checks shape and type once, so the forward
 // pass can trust them (STYLE: shapes and dtypes are checked once, at load).
@@ -60,117 +44,6 @@ class TensorBinder {
 
 }  // namespace
 
-std::string supported_architectures() {
-  std::string s;
-  for (const auto& a : kArchs) s += fmt::format("{}{}", s.empty() ? "" : ", ", a.name);
-  return s;
-}
-
-Expected<ModelConfig> Model::read_config(const GgufFile& f) {
-  auto arch_name = f.get_string("general.architecture");
-  if (!arch_name) return arch_name.error();
-  const ArchInfo* info = nullptr;
-  for (const auto& a : kArchs) {
-    if (a.name == *arch_name) info = &a;
-  }
-  if (!info) {
-    return make_error("{}: unknown architecture '{}' (supported: {})", f.path(), *arch_name,
-                      supported_architectures());
-  }
-  ModelConfig c;
-  c.arch = info->arch;
-  c.arch_name = *arch_name;
-  c.rope_type = info->rope;
-  c.has_qkv_bias = info->qkv_bias;
-  c.has_qk_norm = info->qk_norm;
-  if (auto n = f.get_string("general.name", std::string()); n) c.name = *n;
-
-  const std::string p = c.arch_name + ".";
-  // Reads an integer key into `out`; collects the first error.
-  std::optional<Error> err;
-  auto get_int = [&](const std::string& key, int64_t& out,
-                     std::optional<int64_t> def = std::nullopt) {
-    if (err) return;
-    auto v = f.get_int(p + key, def);
-    if (!v) {
-      err = v.error();
-      return;
-    }
-    out = *v;
-  };
-  get_int("context_length", c.n_ctx_train);
-  get_int("embedding_length", c.n_embd);
-  get_int("block_count", c.n_layer);
-  get_int("feed_forward_length", c.n_ff);
-  get_int("attention.head_count", c.n_head);
-  if (err) return *err;
-  get_int("attention.head_count_kv", c.n_head_kv, c.n_head);
-  if (c.n_head <= 0 || c.n_embd <= 0 || c.n_layer <= 0 || c.n_ff <= 0 || c.n_ctx_train <= 0) {
-    return make_error(
-        "{}: invalid hyperparameters (embedding_length {}, block_count {}, feed_forward_length {}, "
-        "head_count {}, context_length {})",
-        f.path(), c.n_embd, c.n_layer, c.n_ff, c.n_head, c.n_ctx_train);
-  }
-  get_int("attention.key_length", c.head_dim, c.n_embd / c.n_head);
-  get_int("attention.value_length", c.head_dim_v, c.head_dim);
-  get_int("rope.dimension_count", c.n_rot, c.head_dim);
-  if (err) return *err;
-  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0) {
-    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_head,
-                      c.n_head_kv);
-  }
-  if (c.head_dim <= 0 || c.head_dim_v <= 0 || c.head_dim % 2 != 0 || c.n_rot <= 0 ||
-      c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
-    return make_error(
-        "{}: invalid head dimensions (key_length {}, value_length {}, rope.dimension_count {})",
-        f.path(), c.head_dim, c.head_dim_v, c.n_rot);
-  }
-  if (c.n_layer > 4096 || c.n_head > 4096) {
-    return make_error("{}: implausible hyperparameters (block_count {}, head_count {})", f.path(),
-                      c.n_layer, c.n_head);
-  }
-  auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5);
-  if (!eps) return eps.error();
-  c.rms_eps = *eps;
-  if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0 || c.rms_eps > 1) {
-    return make_error("{}: {}attention.layer_norm_rms_epsilon = {} is not a small positive number",
-                      f.path(), p, c.rms_eps);
-  }
-  auto base = f.get_float(p + "rope.freq_base", 10000.0);
-  if (!base) return base.error();
-  c.rope_freq_base = *base;
-  if (!std::isfinite(c.rope_freq_base) || c.rope_freq_base <= 1) {
-    return make_error("{}: {}rope.freq_base = {} must be a finite number above 1", f.path(), p,
-                      c.rope_freq_base);
-  }
-  auto scaling = f.get_string(p + "rope.scaling.type", std::string("none"));
-  if (!scaling) return scaling.error();
-  if (*scaling == "linear") {
-    auto factor = f.get_float(p + "rope.scaling.factor", 1.0);
-    if (!factor) return factor.error();
-    if (!std::isfinite(*factor) || *factor <= 0)
-      return make_error("{}: rope.scaling.factor {} must be positive", f.path(), *factor);
-    c.rope_freq_scale = 1.0 / *factor;
-  } else if (*scaling != "none" && *scaling != "llama3") {
-    // llama3 scaling arrives as the rope_freqs tensor; YaRN is not implemented yet.
-    return make_error(
-        "{}: RoPE scaling type '{}' is not supported yet (supported: none, linear, llama3)",
-        f.path(), *scaling);
-  }
-  if (const GgufTensorInfo* t = f.find_tensor("token_embd.weight")) c.n_vocab = t->ne[1];
-  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
-  c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
-  return c;
-}
-
-std::shared_ptr<void> Model::derived(const std::string& key,
-                                     const std::function<std::shared_ptr<void>()>& make) const {
-  const std::lock_guard<std::mutex> lock(derived_mu_);
-  std::shared_ptr<void>& slot = derived_[key];
-  if (!slot) slot = make();
-  return slot;
-}
-
 Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto file = GgufFile::open(path);
   if (!file) return file.error();
@@ -186,6 +59,14 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
   const GgufTensorInfo* embd = m->file_->find_tensor("token_embd.weight");
   if (!embd) return make_error("{}: required tensor 'token_embd.weight' is missing", path);
   if (c.n_vocab <= 0) return make_error("{}: token_embd.weight has no rows", path);
+  // Mixtral files from before llama.cpp stacked the experts hold one tensor per expert.
+  if (m->file_->find_tensor("blk.0.ffn_gate.0.weight") != nullptr ||
+      m->file_->find_tensor("blk.0.ffn_down.0.weight") != nullptr) {
+    return make_error(
+        "{}: the experts are stored one tensor per expert (blk.0.ffn_gate.0.weight, ...), an old "
+        "conversion; convert the model again with a current llama.cpp (ffn_gate_exps)",
+        path);
+  }
 
 #define SPW_BIND(dst, ...)        \
   do {                            \
@@ -202,19 +83,33 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
   SPW_BIND(m->output, "output.weight", {c.n_embd, c.n_vocab}, false);
   if (!m->output) m->output = m->token_embd;
   SPW_BIND(m->rope_freqs, "rope_freqs.weight", {c.n_rot / 2}, false);
+  if (c.arch == Arch::Phi3) {  // LongRoPE: both or neither
+    SPW_BIND(m->rope_factors_long, "rope_factors_long.weight", {c.n_rot / 2}, false);
+    SPW_BIND(m->rope_factors_short, "rope_factors_short.weight", {c.n_rot / 2}, false);
+    if ((m->rope_factors_long == nullptr) != (m->rope_factors_short == nullptr)) {
+      return make_error(
+          "{}: rope_factors_long.weight and rope_factors_short.weight come together; the file "
+          "has only one",
+          path);
+    }
+  }
 
   m->layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     LayerWeights& l = m->layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("blk.{}.", i);
     SPW_BIND(l.attn_norm, p + "attn_norm.weight", {c.n_embd});
-    SPW_BIND(l.attn_q, p + "attn_q.weight", {c.n_embd, q_dim});
-    SPW_BIND(l.attn_k, p + "attn_k.weight", {c.n_embd, k_dim});
-    SPW_BIND(l.attn_v, p + "attn_v.weight", {c.n_embd, v_dim});
+    if (c.fused_qkv) {
+      SPW_BIND(l.attn_qkv, p + "attn_qkv.weight", {c.n_embd, q_dim + k_dim + v_dim});
+    } else {
+      SPW_BIND(l.attn_q, p + "attn_q.weight", {c.n_embd, q_dim});
+      SPW_BIND(l.attn_k, p + "attn_k.weight", {c.n_embd, k_dim});
+      SPW_BIND(l.attn_v, p + "attn_v.weight", {c.n_embd, v_dim});
+      SPW_BIND(l.attn_q_bias, p + "attn_q.bias", {q_dim}, c.has_qkv_bias);
+      SPW_BIND(l.attn_k_bias, p + "attn_k.bias", {k_dim}, c.has_qkv_bias);
+      SPW_BIND(l.attn_v_bias, p + "attn_v.bias", {v_dim}, c.has_qkv_bias);
+    }
     SPW_BIND(l.attn_output, p + "attn_output.weight", {c.n_head * c.head_dim_v, c.n_embd});
-    SPW_BIND(l.attn_q_bias, p + "attn_q.bias", {q_dim}, c.has_qkv_bias);
-    SPW_BIND(l.attn_k_bias, p + "attn_k.bias", {k_dim}, c.has_qkv_bias);
-    SPW_BIND(l.attn_v_bias, p + "attn_v.bias", {v_dim}, c.has_qkv_bias);
     if (c.has_qk_norm) {  // elsewhere a stray QK-norm tensor is reported as unused below
       SPW_BIND(l.attn_q_norm, p + "attn_q_norm.weight", {c.head_dim});
       SPW_BIND(l.attn_k_norm, p + "attn_k_norm.weight", {c.head_dim});
@@ -227,21 +122,51 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
       return make_error("{}: block {} has an incomplete set of attn_q/k/v biases", path, i);
     }
     m->config_.has_qkv_bias = has_bias;
+    if (c.has_post_norms) SPW_BIND(l.attn_post_norm, p + "post_attention_norm.weight", {c.n_embd});
     SPW_BIND(l.ffn_norm, p + "ffn_norm.weight", {c.n_embd});
-    SPW_BIND(l.ffn_gate, p + "ffn_gate.weight", {c.n_embd, c.n_ff});
-    SPW_BIND(l.ffn_up, p + "ffn_up.weight", {c.n_embd, c.n_ff});
-    SPW_BIND(l.ffn_down, p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    if (c.is_moe()) {
+      const std::vector<int64_t> in_stack = {c.n_embd, c.n_ff_exp, c.n_expert};
+      SPW_BIND(l.ffn_gate_inp, p + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
+      SPW_BIND(l.ffn_gate_exps, p + "ffn_gate_exps.weight", in_stack);
+      SPW_BIND(l.ffn_up_exps, p + "ffn_up_exps.weight", in_stack);
+      SPW_BIND(l.ffn_down_exps, p + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert});
+      if (c.n_ff_shexp > 0) {
+        SPW_BIND(l.ffn_gate_inp_shexp, p + "ffn_gate_inp_shexp.weight", {c.n_embd});
+        SPW_BIND(l.ffn_gate_shexp, p + "ffn_gate_shexp.weight", {c.n_embd, c.n_ff_shexp});
+        SPW_BIND(l.ffn_up_shexp, p + "ffn_up_shexp.weight", {c.n_embd, c.n_ff_shexp});
+        SPW_BIND(l.ffn_down_shexp, p + "ffn_down_shexp.weight", {c.n_ff_shexp, c.n_embd});
+      }
+    } else if (c.fused_gate_up) {
+      SPW_BIND(l.ffn_up, p + "ffn_up.weight", {c.n_embd, 2 * c.n_ff});
+      SPW_BIND(l.ffn_down, p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    } else {
+      SPW_BIND(l.ffn_gate, p + "ffn_gate.weight", {c.n_embd, c.n_ff});
+      SPW_BIND(l.ffn_up, p + "ffn_up.weight", {c.n_embd, c.n_ff});
+      SPW_BIND(l.ffn_down, p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    }
+    if (c.has_post_norms) SPW_BIND(l.ffn_post_norm, p + "post_ffw_norm.weight", {c.n_embd});
   }
 #undef SPW_BIND
   // Every tensor in the file must have been bound: a leftover means the file does not match its
   // own hyperparameters (e.g. block_count smaller than the blocks present) or the architecture
   // has parts we would silently skip. llama.cpp refuses such files too.
-  std::unordered_set<const GgufTensorInfo*> bound = {m->token_embd, m->output_norm, m->output,
-                                                     m->rope_freqs};
+  std::unordered_set<const GgufTensorInfo*> bound = {
+      m->token_embd, m->output_norm,       m->output,
+      m->rope_freqs, m->rope_factors_long, m->rope_factors_short};
   for (const LayerWeights& l : m->layers) {
-    for (const GgufTensorInfo* t : {l.attn_norm, l.attn_q, l.attn_k, l.attn_v, l.attn_output,
-                                    l.attn_q_bias, l.attn_k_bias, l.attn_v_bias, l.attn_q_norm,
-                                    l.attn_k_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down}) {
+    for (const GgufTensorInfo* t : {l.attn_norm,      l.attn_q,
+                                    l.attn_k,         l.attn_v,
+                                    l.attn_qkv,       l.attn_output,
+                                    l.attn_q_bias,    l.attn_k_bias,
+                                    l.attn_v_bias,    l.attn_q_norm,
+                                    l.attn_k_norm,    l.attn_post_norm,
+                                    l.ffn_norm,       l.ffn_gate,
+                                    l.ffn_up,         l.ffn_down,
+                                    l.ffn_post_norm,  l.ffn_gate_inp,
+                                    l.ffn_gate_exps,  l.ffn_up_exps,
+                                    l.ffn_down_exps,  l.ffn_gate_inp_shexp,
+                                    l.ffn_gate_shexp, l.ffn_up_shexp,
+                                    l.ffn_down_shexp}) {
       bound.insert(t);
     }
   }
@@ -261,6 +186,47 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
     }
   }
   return m;
+}
+
+const GgufTensorInfo* Model::rope_factors(int64_t n_ctx) const {
+  if (rope_freqs != nullptr) return rope_freqs;
+  if (rope_factors_long == nullptr) return nullptr;
+  return n_ctx > config_.rope.n_ctx_orig ? rope_factors_long : rope_factors_short;
+}
+
+ModelSize Model::size() const {
+  ModelSize s;
+  const ModelConfig& c = config_;
+  // Expert stacks: a token reads n_expert_used of the n_expert experts.
+  const auto used = [&](const GgufTensorInfo* t) {
+    return c.n_expert > 0 ? t->n_elements() / c.n_expert * c.n_expert_used : t->n_elements();
+  };
+  for (const GgufTensorInfo& t : file_->tensors()) s.params += t.n_elements();
+  s.active_params = s.params;
+  int64_t bytes = static_cast<int64_t>(output->n_bytes);
+  for (const LayerWeights& w : layers) {
+    for (const GgufTensorInfo* t :
+         {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
+          w.ffn_gate_inp, w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp}) {
+      if (t != nullptr) bytes += static_cast<int64_t>(t->n_bytes);
+    }
+    for (const GgufTensorInfo* t : {w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps}) {
+      if (t == nullptr) continue;
+      s.active_params -= t->n_elements() - used(t);
+      bytes += static_cast<int64_t>(t->n_bytes) / c.n_expert * c.n_expert_used;
+    }
+  }
+  s.decode_bytes = bytes;
+  return s;
+}
+
+MatrixView matrix_of(const GgufTensorInfo& t) {
+  return MatrixView{t.type, t.data, t.ne[0], t.ne[1], t.row_bytes()};
+}
+
+MatrixView expert_of(const GgufTensorInfo& t, int64_t e) {
+  const size_t rb = t.row_bytes();
+  return MatrixView{t.type, t.data + static_cast<size_t>(e * t.ne[1]) * rb, t.ne[0], t.ne[1], rb};
 }
 
 std::vector<float> dequantize_vector(const GgufTensorInfo* t) {

@@ -283,6 +283,69 @@ TEST(CliInfo, LowBitTypesOpenAndRefusedTypesListTheSupportedOnes) {
   EXPECT_NE(r.err.find("Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS"), std::string::npos) << r.err;
 }
 
+// A mixture of experts: total and active parameters (2 of 8 experts), the experts line, and the
+// decode bytes the planner uses; a gemma3 file: its sliding window; a YaRN file: its scaling.
+TEST(CliInfo, ReportsExpertsWindowsAndScaling) {
+  TestModelSpec moe;
+  moe.arch = "qwen3moe";
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  moe.n_ff_exp = 32;
+  const fs::path p = write_model("info-qwen3moe.gguf", moe);
+  Result r = run({"info", "-m", p.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n_expert"], 8);
+  EXPECT_EQ(j["n_expert_used"], 2);
+  const int64_t experts = 3 * moe.n_embd * 32 * 8 * moe.n_layer;  // gate, up, down stacks
+  EXPECT_EQ(j["params"].get<int64_t>() - j["active_params"].get<int64_t>(), experts / 8 * 6);
+  EXPECT_LT(j["decode_weight_bytes"].get<int64_t>(), j["file_size"].get<int64_t>());
+  r = run({"info", "-m", p.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("experts           2 used of 8 (n_ff_exp 32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" active per token"), std::string::npos) << r.out;
+
+  TestModelSpec g;
+  g.arch = "gemma3";
+  g.n_layer = 6;
+  g.sliding_window = 8;
+  const fs::path gp = write_model("info-gemma3.gguf", g);
+  r = run({"info", "-m", gp.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sliding window 8 on 5 of 6 layers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sliding layers base 10000"), std::string::npos) << r.out;
+  // Per-layer KV (2 KV heads x (16 + 16) x 2 bytes = 128 per token and layer; context 256): the
+  // global layer reads 32 KiB, each sliding layer its window, 8 x 128 bytes.
+  EXPECT_NE(r.out.find("KV per layer      128 bytes/token f16 in each of 6 layers"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("KV at trained ctx 256 tokens, f16: 32.0 KiB per global layer (1), "
+                       "1.0 KiB per sliding layer (0-4: window 8); the layers read 37.0 KiB of "
+                       "the 192.0 KiB"),
+            std::string::npos)
+      << r.out;
+  r = run({"info", "-m", gp.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto gj = nlohmann::json::parse(r.out);
+  ASSERT_EQ(gj["kv_layers"].size(), 6u);
+  EXPECT_EQ(gj["kv_layers"][0]["attn_span"], 8);
+  EXPECT_EQ(gj["kv_layers"][0]["tokens_read_at_n_ctx_train"], 8);
+  EXPECT_EQ(gj["kv_layers"][5]["attn_span"], 0);
+  EXPECT_EQ(gj["kv_layers"][5]["tokens_read_at_n_ctx_train"], 256);
+  EXPECT_EQ(gj["kv_layers"][5]["bytes_per_token_f16"], 128);
+  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["read"], 5 * 8 * 128 + 256 * 128);
+  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["kept"], 6 * 256 * 128);
+
+  TestModelSpec y;
+  y.arch = "qwen2";
+  y.rope_scaling = "yarn";
+  y.rope_factor = 4.0f;
+  y.rope_orig_ctx = 64;
+  r = run({"info", "-m", write_model("info-yarn.gguf", y).string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("YaRN x4 of 64 tokens"), std::string::npos) << r.out;
+}
+
 TEST(CliTokenize, SharedVocabulariesMatchReferenceIds) {
   for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
     const fs::path vocab = shared_models() / name;

@@ -111,7 +111,9 @@ TEST(CudaOps, Rope) {
     for (bool neox : {false, true}) {
       SCOPED_TRACE("head_dim " + std::to_string(dm.head_dim) + " n_rot " +
                    std::to_string(dm.n_rot) + (neox ? " neox" : " normal"));
-      const auto inv_freq = cpu::rope_inv_freq(dm.n_rot, 1e6, 1.0, nullptr);
+      RopeParams rp;
+      rp.freq_base = 1e6;
+      const auto inv_freq = rope_inv_freq(dm.n_rot, rp, nullptr);
       std::vector<float> cs(static_cast<size_t>(n_tok * dm.n_rot));
       for (int64_t t = 0; t < n_tok; ++t) {
         cpu::rope_cos_sin(inv_freq.data(), dm.n_rot, positions[t], 1.0f, &cs[t * dm.n_rot]);
@@ -166,6 +168,92 @@ TEST(CudaOps, SwiGlu) {
       EXPECT_TRUE(all_close(got, want, 1e-30, 1e-6));
     }
   }
+}
+
+// GeGLU (gemma3): against gelu_tanh in double, as x / (1 + exp(-2z)) = 0.5 x (1 + tanh z).
+TEST(CudaOps, GeGlu) {
+  SPW_SKIP_WITHOUT_CUDA();
+  for (int64_t n : {1, 1000, 3 * 4097 + 1}) {
+    auto g = uniform(static_cast<size_t>(n), -12.0f, 12.0f, 6);
+    const auto u = uniform(static_cast<size_t>(n), -3.0f, 3.0f, 7);
+    if (n > 4) {
+      g[0] = -100.0f;
+      g[1] = 100.0f;
+      g[2] = -1e20f;
+      g[3] = 0.0f;
+    }
+    std::vector<double> want(g.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double x = g[i];
+      const double z = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+      want[i] = x / (1.0 + std::exp(-2.0 * z)) * u[i];
+    }
+    DeviceBuffer<float> dg, du, dy(g.size());
+    ASSERT_TRUE(dg.upload(g) && du.upload(u) && dy.poison());
+    SPW_ASSERT_CUDA(launch_geglu(dg.get(), du.get(), dy.get(), n, nullptr));
+    const auto got = download_or_fail(dy);
+    // The exponent formed in float (|2z| up to ~100 here): 2e-5 relative in the tails.
+    EXPECT_TRUE(all_close(got, want, 1e-30, 2e-5)) << "n " << n;
+  }
+}
+
+// The MoE data movement: gather, scatter, the weighted sum in choice order, the shared expert's
+// sigmoid gate.
+TEST(CudaOps, MoeGatherScatterCombineSharedGate) {
+  SPW_SKIP_WITHOUT_CUDA();
+  const int64_t n = 5, k = 2, dim = 300;
+  const auto h = uniform(static_cast<size_t>(n * dim), -1.0f, 1.0f, 8);
+  const std::vector<int32_t> rows = {4, 0, 2};
+  DeviceBuffer<float> dh, dx(static_cast<size_t>(3 * dim));
+  DeviceBuffer<int32_t> dr;
+  ASSERT_TRUE(dh.upload(h) && dr.upload(rows) && dx.poison());
+  SPW_ASSERT_CUDA(launch_gather_rows(dh.get(), dr.get(), 3, dim, dx.get(), nullptr));
+  const auto gx = download_or_fail(dx);
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t c = 0; c < dim; ++c)
+      ASSERT_EQ(gx[i * dim + static_cast<size_t>(c)], h[static_cast<size_t>(rows[i] * dim + c)]);
+  // Scatter the gathered rows to slots 9, 1, 6 of [n * k][dim].
+  const std::vector<int32_t> slots = {9, 1, 6};
+  DeviceBuffer<int32_t> ds;
+  DeviceBuffer<float> slot(static_cast<size_t>(n * k * dim));
+  ASSERT_TRUE(ds.upload(slots) && slot.upload(std::vector<float>(slot.size(), 0.0f)));
+  SPW_ASSERT_CUDA(launch_scatter_rows(dx.get(), ds.get(), 3, dim, slot.get(), nullptr));
+  const auto sl = download_or_fail(slot);
+  for (size_t i = 0; i < slots.size(); ++i)
+    for (int64_t c = 0; c < dim; ++c)
+      ASSERT_EQ(sl[static_cast<size_t>(slots[i] * dim + c)], gx[i * dim + static_cast<size_t>(c)]);
+  const auto w = uniform(static_cast<size_t>(n * k), 0.0f, 1.0f, 9);
+  DeviceBuffer<float> dw, out(static_cast<size_t>(n * dim));
+  ASSERT_TRUE(dw.upload(w) && out.poison());
+  SPW_ASSERT_CUDA(launch_moe_combine(slot.get(), dw.get(), n, k, dim, out.get(), nullptr));
+  const auto o = download_or_fail(out);
+  std::vector<double> want(static_cast<size_t>(n * dim));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < dim; ++c) {
+      float acc = 0.0f;  // the kernel's order: choice 0, then 1
+      for (int64_t j = 0; j < k; ++j)
+        acc += w[static_cast<size_t>(t * k + j)] * sl[static_cast<size_t>((t * k + j) * dim + c)];
+      want[static_cast<size_t>(t * dim + c)] = acc;
+    }
+  EXPECT_TRUE(all_close(o, want, 1e-7, 1e-6));
+  // out += sigmoid(h . g) * y.
+  const auto g = uniform(static_cast<size_t>(dim), -0.2f, 0.2f, 10);
+  const auto y = uniform(static_cast<size_t>(n * dim), -1.0f, 1.0f, 11);
+  DeviceBuffer<float> dgw, dy;
+  ASSERT_TRUE(dgw.upload(g) && dy.upload(y));
+  SPW_ASSERT_CUDA(
+      launch_shared_gate_add(dh.get(), dgw.get(), dy.get(), n, dim, out.get(), nullptr));
+  const auto o2 = download_or_fail(out);
+  for (int64_t t = 0; t < n; ++t) {
+    double d = 0;
+    for (int64_t c = 0; c < dim; ++c)
+      d += static_cast<double>(h[static_cast<size_t>(t * dim + c)]) * g[static_cast<size_t>(c)];
+    const double gate = 1.0 / (1.0 + std::exp(-d));
+    for (int64_t c = 0; c < dim; ++c)
+      want[static_cast<size_t>(t * dim + c)] =
+          o[static_cast<size_t>(t * dim + c)] + gate * y[static_cast<size_t>(t * dim + c)];
+  }
+  EXPECT_TRUE(all_close(o2, want, 1e-6, 1e-5));
 }
 
 TEST(CudaOps, AddAndAddBias) {

@@ -95,9 +95,9 @@ struct PoolBlocks {
 };
 
 // float64 causal softmax attention of one query (position qpos) for head h over the blocks of
-// every part (all pools share hd and hdv).
+// every part (all pools share hd and hdv); span > 0: only positions > qpos - span.
 std::vector<double> reference(const std::vector<PoolBlocks>& parts, int l, const float* q, int h,
-                              int qpos, double scale) {
+                              int qpos, double scale, int span = 0) {
   const int g = h / (kHead / kKv);
   const int hd = parts.front().pool->hd, hdv = parts.front().pool->hdv;
   std::vector<double> sc;
@@ -105,7 +105,7 @@ std::vector<double> reference(const std::vector<PoolBlocks>& parts, int l, const
   for (const PoolBlocks& part : parts)
     for (const Blk& b : *part.blocks)
       for (int r = 0; r < b.n_rows; ++r) {
-        if (b.pos0 + r > qpos) continue;
+        if (b.pos0 + r > qpos || (span > 0 && b.pos0 + r <= qpos - span)) continue;
         const float* k = part.pool->k_at(b.slot, l, g, r);
         double d = 0;
         for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * k[i];
@@ -165,7 +165,7 @@ TEST_P(PagedAttention, DecodeSplitGpuAndCpuEqualsOneSoftmax) {
         DeviceBuffer<float> pm(static_cast<size_t>(parts * n_tok * kHead * 2));
         ASSERT_TRUE(po.poison() && pm.poison());
         SPW_ASSERT_CUDA(launch_paged_attention(qd.get(), td.get(), 4, p.layer_of(l), n_tok, pos0,
-                                               kHead, kKv, hd, hd, static_cast<float>(scale),
+                                               kHead, kKv, hd, hd, static_cast<float>(scale), 0,
                                                n_split, po.get(), pm.get(), nullptr));
         // The CPU's partial over the cold blocks, in part n_split.
         std::vector<float> co(static_cast<size_t>(n_tok * kHead * hd)),
@@ -241,10 +241,10 @@ TEST_P(PagedAttention, PrefillWindowPlusStagedBatchEqualsOneSoftmax) {
         pm(static_cast<size_t>(2 * n_tok * kHead * 2));
     const float sc = static_cast<float>(scale);
     SPW_ASSERT_CUDA(launch_paged_attention(qd.get(), tw.get(), 4, p.layer_of(l), n_tok, pos0, kHead,
-                                           kKv, hd, hd, sc, 1, po.get(), pm.get(), nullptr));
-    SPW_ASSERT_CUDA(launch_paged_attention(qd.get(), tc.get(), 2, staged.layer_of(l), n_tok, pos0,
-                                           kHead, kKv, hd, hd, sc, 1, po.get() + n_tok * kHead * hd,
-                                           pm.get() + n_tok * kHead * 2, nullptr));
+                                           kKv, hd, hd, sc, 0, 1, po.get(), pm.get(), nullptr));
+    SPW_ASSERT_CUDA(launch_paged_attention(
+        qd.get(), tc.get(), 2, staged.layer_of(l), n_tok, pos0, kHead, kKv, hd, hd, sc, 0, 1,
+        po.get() + n_tok * kHead * hd, pm.get() + n_tok * kHead * 2, nullptr));
     SPW_ASSERT_CUDA(
         launch_attn_combine(po.get(), pm.get(), 2, n_tok, kHead, hd, po.get(), pm.get(), nullptr));
     DeviceBuffer<float> out(static_cast<size_t>(n_tok * kHead * hd));
@@ -264,6 +264,55 @@ TEST_P(PagedAttention, PrefillWindowPlusStagedBatchEqualsOneSoftmax) {
                                             ref[static_cast<size_t>(i)]));
       }
     EXPECT_LE(worst, 2e-5) << type_name(static_cast<uint32_t>(type)) << " hd " << hd;
+  }
+}
+
+// A sliding-window layer's lower bound: keys at positions <= q - span are masked, in the decode
+// kernel (split or not) and the prefill tile kernel, with the bound inside a block, on a block
+// boundary and beyond every block of a split (an all-masked split gives the empty partial).
+TEST_P(PagedAttention, SpanMasksKeysBelowTheWindow) {
+  SPW_SKIP_WITHOUT_CUDA();
+  const GgmlType type = GetParam();
+  const int hd = 64;
+  Pool p(8, hd, hd, type, 11);
+  const std::vector<Blk> blocks = {{2, 0, kBs},       {0, kBs, kBs},     {3, 2 * kBs, kBs},
+                                   {1, 3 * kBs, kBs}, {5, 4 * kBs, kBs}, {4, 5 * kBs, 10}};
+  const int l = 1;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  DeviceBuffer<PagedBlock> td;
+  ASSERT_TRUE(td.upload(table(p, blocks)));
+  for (const int span : {1, 7, 16, 23, 40}) {
+    for (const int n_tok : {1, 3, 20}) {
+      const int pos0 = 5 * kBs + 10 - n_tok;
+      std::mt19937 rng(static_cast<uint32_t>(span * 100 + n_tok));
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> q(static_cast<size_t>(n_tok * kHead * hd));
+      for (float& x : q) x = dist(rng);
+      DeviceBuffer<float> qd;
+      ASSERT_TRUE(qd.upload(q));
+      const int64_t n_split = paged_attention_splits(n_tok, 6, kHead, 132);
+      DeviceBuffer<float> po(static_cast<size_t>(n_split * n_tok * kHead * hd));
+      DeviceBuffer<float> pm(static_cast<size_t>(n_split * n_tok * kHead * 2));
+      SPW_ASSERT_CUDA(launch_paged_attention(qd.get(), td.get(), 6, p.layer_of(l), n_tok, pos0,
+                                             kHead, kKv, hd, hd, static_cast<float>(scale), span,
+                                             n_split, po.get(), pm.get(), nullptr));
+      DeviceBuffer<float> out(static_cast<size_t>(n_tok * kHead * hd));
+      SPW_ASSERT_CUDA(launch_attn_combine(po.get(), pm.get(), n_split, n_tok, kHead, hd, out.get(),
+                                          nullptr, nullptr));
+      const std::vector<float> got = out.download();
+      double worst = 0;
+      for (int t = 0; t < n_tok; ++t)
+        for (int h = 0; h < kHead; ++h) {
+          const auto ref =
+              reference({{&p, &blocks}}, l, &q[static_cast<size_t>((t * kHead + h) * hd)], h,
+                        pos0 + t, scale, span);
+          for (int i = 0; i < hd; ++i)
+            worst = std::max(worst, std::fabs(got[static_cast<size_t>((t * kHead + h) * hd + i)] -
+                                              ref[static_cast<size_t>(i)]));
+        }
+      EXPECT_LE(worst, 2e-5) << type_name(static_cast<uint32_t>(type)) << " span " << span
+                             << " n_tok " << n_tok;
+    }
   }
 }
 
@@ -331,10 +380,12 @@ TEST(PagedKvStore, BadArgumentsLaunchNothing) {
   L.block_size = 16;
   L.type_k = GgmlType::F16;
   L.type_v = GgmlType::F16;
-  EXPECT_EQ(launch_paged_attention(f, none, 0, L, 8, 0, 4, 2, 64, 64, 1.0f, 2, f, f, nullptr),
+  EXPECT_EQ(launch_paged_attention(f, none, 0, L, 8, 0, 4, 2, 64, 64, 1.0f, 0, 2, f, f, nullptr),
             cudaErrorInvalidValue);
+  EXPECT_EQ(launch_paged_attention(f, none, 0, L, 1, 0, 4, 2, 64, 64, 1.0f, -1, 1, f, f, nullptr),
+            cudaErrorInvalidValue);  // a negative span
   L.type_v = GgmlType::F32;
-  EXPECT_EQ(launch_paged_attention(f, none, 0, L, 1, 0, 4, 2, 64, 64, 1.0f, 1, f, f, nullptr),
+  EXPECT_EQ(launch_paged_attention(f, none, 0, L, 1, 0, 4, 2, 64, 64, 1.0f, 0, 1, f, f, nullptr),
             cudaErrorInvalidValue);
 }
 

@@ -27,6 +27,7 @@
 #include "engine/backend/device.h"
 #include "engine/sampling/sampler.h"
 #include "tests/cuda/cuda_test.h"
+#include "tests/support/arch_specs.h"
 #include "tests/support/compare.h"
 #include "tests/support/test_model.h"
 
@@ -189,18 +190,10 @@ TEST_P(CudaVsCpu, GreedyTokensAndLogitsAgree) {
   SPW_SKIP_WITHOUT_CUDA();
   SPW_SKIP_UNLESS_CUDA_USABLE();
   const auto& [arch, tc] = GetParam();
-  TestModelSpec spec;
-  spec.arch = arch;
+  // arch_specs.h: every arch's own parts, K-quant sizes for K-quant types and the mix.
+  TestModelSpec spec = arch_test_spec(arch, tc.mix.empty() ? tc.type : GgmlType::Q4_K);
   spec.weight_type = tc.type;
   spec.mix = tc.mix;
-  const bool k_quant =
-      type_traits(static_cast<uint32_t>(tc.type))->block_size == 256 || !tc.mix.empty();
-  if (k_quant) {  // K-quant and IQ4_XS rows are multiples of 256
-    spec.n_embd = 256;
-    spec.n_ff = 512;
-    spec.head_dim = 64;
-  }
-  spec.rope_freqs = arch == "llama";
   TempDir dir;
   auto model = load(dir, spec);
   ASSERT_NE(model, nullptr);
@@ -231,7 +224,7 @@ TEST_P(CudaVsCpu, GreedyTokensAndLogitsAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArchsAllTypes, CudaVsCpu,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+                         ::testing::Combine(::testing::ValuesIn(test_arch_names()),
                                             ::testing::ValuesIn(type_cases())),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
@@ -458,11 +451,11 @@ kv::KvSettings forced_spill(const std::string& spill_dir, int64_t block_bytes) {
 TEST(CudaTiered, SpilledGreedyEqualsCpuAndNoColdBytesReachTheGpuInDecode) {
   SPW_SKIP_WITHOUT_CUDA();
   SPW_SKIP_UNLESS_CUDA_USABLE();
-  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+  for (const std::string& arch : test_arch_names()) {
     for (const KvType kv : {KvType::F32, KvType::F16, KvType::Q8_0}) {
-      TestModelSpec spec;
-      spec.arch = arch;
+      TestModelSpec spec = arch_test_spec(arch);
       spec.head_dim = 32;  // q8_0 KV needs head_dim % 32 == 0
+      if (spec.n_rot > 0) spec.n_rot = 16;
       spec.weight_type = GgmlType::Q8_0;
       TempDir dir;
       auto model = load(dir, spec);

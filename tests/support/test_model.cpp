@@ -16,6 +16,7 @@
 #include "engine/common/fp16.h"
 #include "engine/common/parallel.h"
 #include "tests/support/quant_mix.h"
+#include "tests/support/test_model_plan.h"
 
 namespace spw {
 
@@ -88,7 +89,9 @@ uint32_t file_type_of(GgmlType t) {  // llama_ftype numbering (general.file_type
   }
 }
 
-bool is_qwen(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
+bool is_qwen(const std::string& arch) {
+  return arch == "qwen2" || arch == "qwen3" || arch == "qwen2moe" || arch == "qwen3moe";
+}
 
 TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                      const std::vector<float>& values) {
@@ -123,14 +126,16 @@ TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t
   return t;
 }
 
-// A matrix mapping n_in -> n_out: ne = [n_in, n_out], spread weight_scale / sqrt(n_in).
+// A matrix mapping n_in -> n_out: ne = [n_in, n_out], spread weight_scale / sqrt(n_in); with
+// n_expert > 1 a stack of n_expert such matrices, ne = [n_in, n_out / n_expert, n_expert].
 TestTensor matrix(const TestModelSpec& s, const std::string& name, GgmlType type, int64_t n_in,
-                  int64_t n_out) {
+                  int64_t n_out, int64_t n_expert = 1) {
   TensorRng rng(s.seed, name);
   // Uniform on [-a, a) has standard deviation a / sqrt(3).
   const float a = s.weight_scale * std::sqrt(3.0f / static_cast<float>(n_in));
   std::vector<float> v(static_cast<size_t>(n_in * n_out));
   for (float& x : v) x = rng.uniform(a);
+  if (n_expert > 1) return quantized(name, type, {n_in, n_out / n_expert, n_expert}, v);
   return quantized(name, type, {n_in, n_out}, v);
 }
 
@@ -143,17 +148,18 @@ TestTensor vec(const TestModelSpec& s, const std::string& name, int64_t n, float
   return quantized(name, GgmlType::F32, {n}, v);
 }
 
-// Llama 3.1 style frequency divisors: 1 for the fastest-rotating quarter of the pairs, 8 for
-// the slowest quarter, a linear ramp between.
-TestTensor rope_factors(int64_t n) {
+// Frequency divisors: 1 for the fastest-rotating quarter of the pairs, `slow` for the slowest
+// quarter, a linear ramp between (Llama 3.1's rope_freqs with slow = 8; LongRoPE's long and
+// short factor sets with other values).
+TestTensor rope_factors(const std::string& name, int64_t n, float slow) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const float t = n > 1 ? static_cast<float>(i) / static_cast<float>(n - 1) : 0.0f;
     v[static_cast<size_t>(i)] = t < 0.25f   ? 1.0f
-                                : t > 0.75f ? 8.0f
-                                            : 1.0f + 7.0f * (t - 0.25f) / 0.5f;
+                                : t > 0.75f ? slow
+                                            : 1.0f + (slow - 1.0f) * (t - 0.25f) / 0.5f;
   }
-  return quantized("rope_freqs.weight", GgmlType::F32, {n}, v);
+  return quantized(name, GgmlType::F32, {n}, v);
 }
 
 Status check_rows(const std::string& name, GgmlType type, int64_t row_len) {
@@ -275,6 +281,28 @@ Status check_test_model_spec(const TestModelSpec& s) {
   }
   if (s.head_dim % 2 != 0)
     return make_error("test model: head_dim {} must be even (RoPE pairs)", s.head_dim);
+  if (s.n_rot < 0 || s.n_rot % 2 != 0 || s.n_rot > s.head_dim)
+    return make_error("test model: n_rot {} must be even and at most head_dim {}", s.n_rot,
+                      s.head_dim);
+  const bool moe_arch = s.arch == "qwen2moe" || s.arch == "qwen3moe";
+  if (moe_arch && s.n_expert == 0)
+    return make_error("test model: {} needs experts (n_expert, n_expert_used)", s.arch);
+  if (s.n_expert != 0 && !moe_arch && s.arch != "llama")
+    return make_error("test model: {} has no experts (n_expert is for llama, qwen2moe, qwen3moe)",
+                      s.arch);
+  if (s.n_expert < 0 || s.n_expert > 512 ||
+      (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)) || s.n_ff_exp < 0 ||
+      s.n_ff_shexp < 0) {
+    return make_error(
+        "test model: experts n_expert {}, n_expert_used {} (need 0 < used <= n_expert <= 512)",
+        s.n_expert, s.n_expert_used);
+  }
+  static const char* const kScalings[] = {"", "none", "linear", "yarn", "longrope", "llama3"};
+  if (std::find(std::begin(kScalings), std::end(kScalings), s.rope_scaling) == std::end(kScalings))
+    return make_error("test model: unknown rope_scaling '{}'", s.rope_scaling);
+  if (s.rope_factors && s.arch != "phi3")
+    return make_error("test model: rope_factors (LongRoPE) is a phi3 feature");
+  if (s.sliding_window < 0) return make_error("test model: sliding_window must not be negative");
   if (s.n_layer > 1024) return make_error("test model: n_layer {} is more than 1024", s.n_layer);
   const int64_t q_dim = s.n_head * s.head_dim;
   for (int64_t n : {s.n_vocab * s.n_embd, s.n_embd * q_dim, s.n_embd * s.n_ff}) {
@@ -300,42 +328,47 @@ Status check_test_model_spec(const TestModelSpec& s) {
         return make_error("test model: {}", st.error().message);
     }
   }
+  if (s.n_expert > 0) {
+    if (auto st = check_rows("blk.N.ffn_down_exps.weight", s.layer_type("ffn_down", 0), s.ff_exp());
+        !st)
+      return make_error("test model: {}", st.error().message);
+  }
+  if (s.arch == "qwen2moe") {
+    if (auto st =
+            check_rows("blk.N.ffn_down_shexp.weight", s.layer_type("ffn_down", 0), s.ff_shexp());
+        !st)
+      return make_error("test model: {}", st.error().message);
+  }
   return Status::Ok();
 }
 
-namespace {
-
-// A tensor of the model before any value is drawn: what build_test_model materializes and what
-// make_fast_random_model generates while writing. One list, so both paths write the same names,
-// shapes and types in the same order.
-struct TensorPlan {
-  enum class Kind { Matrix, Vector, RopeFactors };
-  Kind kind = Kind::Matrix;
-  std::string name;
-  GgmlType type = GgmlType::F32;
-  int64_t n_in = 0;  // Matrix: ne = [n_in, n_out]; Vector, RopeFactors: n_in elements
-  int64_t n_out = 1;
-  float center = 0, spread = 0;  // Vector: center + uniform(spread)
-
-  TestTensor materialize(const TestModelSpec& s) const {
-    switch (kind) {
-      case Kind::Matrix:
-        return matrix(s, name, type, n_in, n_out);
-      case Kind::Vector:
-        return vec(s, name, n_in, center, spread);
-      case Kind::RopeFactors:
-        return rope_factors(n_in);
+TestTensor TensorPlan::materialize(const TestModelSpec& s) const {
+  switch (kind) {
+    case Kind::Matrix:
+      return matrix(s, name, type, n_in, n_out * n_expert, n_expert);
+    case Kind::Router: {  // kRouterSpread times a matrix's spread, whatever weight_scale says
+      TestModelSpec r = s;
+      r.weight_scale = kRouterSpread;
+      return matrix(r, name, type, n_in, n_out);
     }
-    return {};
+    case Kind::Vector:
+      return vec(s, name, n_in, center, spread);
+    case Kind::RopeFactors:
+      return rope_factors(name, n_in, center);
   }
-};
+  return {};
+}
 
-// Keys (in `m`) and the tensor list of a spec. Precondition: check_test_model_spec(s).ok().
+// Keys (in `m`) and the tensor list of a spec, as llama.cpp's converter writes them.
+// Precondition: check_test_model_spec(s).ok().
 std::vector<TensorPlan> plan_test_model(const TestModelSpec& s, TestModel& m) {
   m.gguf_version = s.gguf_version;
   m.alignment = s.alignment;
   using V = GgufWriteValue;
   const bool qwen = is_qwen(s.arch);
+  const bool gemma = s.arch == "gemma3", phi = s.arch == "phi3";
+  const bool moe = s.n_expert > 0;
+  const bool tied = s.tied_embeddings || gemma;  // Gemma's converter writes no output.weight
   const std::string a = s.arch + ".";
 
   m.set("general.architecture", V::str(s.arch));
@@ -349,13 +382,30 @@ std::vector<TensorPlan> plan_test_model(const TestModelSpec& s, TestModel& m) {
   m.set(a + "feed_forward_length", V::u32(static_cast<uint32_t>(s.n_ff)));
   m.set(a + "attention.head_count", V::u32(static_cast<uint32_t>(s.n_head)));
   m.set(a + "attention.head_count_kv", V::u32(static_cast<uint32_t>(s.n_head_kv)));
-  if (s.head_dim * s.n_head != s.n_embd || s.arch == "qwen3") {
+  if (s.head_dim * s.n_head != s.n_embd || s.arch == "qwen3" || s.arch == "qwen3moe" || gemma) {
     m.set(a + "attention.key_length", V::u32(static_cast<uint32_t>(s.head_dim)));
     m.set(a + "attention.value_length", V::u32(static_cast<uint32_t>(s.head_dim)));
   }
-  m.set(a + "attention.layer_norm_rms_epsilon", V::f32(qwen ? 1e-6f : 1e-5f));
-  m.set(a + "rope.freq_base", V::f32(qwen ? 1000000.0f : 10000.0f));
-  m.set(a + "rope.dimension_count", V::u32(static_cast<uint32_t>(s.head_dim)));
+  m.set(a + "attention.layer_norm_rms_epsilon", V::f32(qwen || gemma ? 1e-6f : 1e-5f));
+  m.set(a + "rope.freq_base", V::f32(qwen || gemma ? 1000000.0f : 10000.0f));
+  m.set(a + "rope.dimension_count", V::u32(static_cast<uint32_t>(s.rot())));
+  if (!s.rope_scaling.empty()) m.set(a + "rope.scaling.type", V::str(s.rope_scaling));
+  if (s.rope_factor > 0) m.set(a + "rope.scaling.factor", V::f32(s.rope_factor));
+  if (s.rope_scale_linear > 0) m.set(a + "rope.scale_linear", V::f32(s.rope_scale_linear));
+  if (s.rope_orig_ctx > 0) {
+    m.set(a + "rope.scaling.original_context_length",
+          V::u32(static_cast<uint32_t>(s.rope_orig_ctx)));
+  }
+  if (s.rope_attn_factor > 0) m.set(a + "rope.scaling.attn_factor", V::f32(s.rope_attn_factor));
+  if (s.swa() > 0) m.set(a + "attention.sliding_window", V::u32(static_cast<uint32_t>(s.swa())));
+  if (moe) {
+    m.set(a + "expert_count", V::u32(static_cast<uint32_t>(s.n_expert)));
+    m.set(a + "expert_used_count", V::u32(static_cast<uint32_t>(s.n_expert_used)));
+    if (qwen) m.set(a + "expert_feed_forward_length", V::u32(static_cast<uint32_t>(s.ff_exp())));
+    if (s.arch == "qwen2moe") {
+      m.set(a + "expert_shared_feed_forward_length", V::u32(static_cast<uint32_t>(s.ff_shexp())));
+    }
+  }
 
   const std::vector<std::string> vocab = test_model_vocab(s.n_vocab);
   std::vector<float> scores(vocab.size(), 0.0f);
@@ -378,214 +428,77 @@ std::vector<TensorPlan> plan_test_model(const TestModelSpec& s, TestModel& m) {
   const int64_t kv_dim = s.n_head_kv * s.head_dim;
   using K = TensorPlan::Kind;
   std::vector<TensorPlan> t;
-  auto mat = [&](const std::string& name, GgmlType type, int64_t n_in, int64_t n_out) {
-    t.push_back({K::Matrix, name, type, n_in, n_out});
+  auto mat = [&](const std::string& name, GgmlType type, int64_t n_in, int64_t n_out,
+                 int64_t n_expert = 1) {
+    t.push_back({K::Matrix, name, type, n_in, n_out, n_expert});
   };
   auto vec1d = [&](const std::string& name, int64_t n, float center, float spread) {
-    t.push_back({K::Vector, name, GgmlType::F32, n, 1, center, spread});
+    t.push_back({K::Vector, name, GgmlType::F32, n, 1, 1, center, spread});
+  };
+  auto factors = [&](const std::string& name, float slow) {
+    t.push_back({K::RopeFactors, name, GgmlType::F32, s.rot() / 2, 1, 1, slow});
   };
   mat("token_embd.weight", s.embd(), s.n_embd, s.n_vocab);
-  if (s.rope_freqs)
-    t.push_back({K::RopeFactors, "rope_freqs.weight", GgmlType::F32, s.head_dim / 2});
+  if (s.rope_freqs) factors("rope_freqs.weight", 8.0f);
+  if (s.rope_factors) {  // LongRoPE: stronger divisors for the long context
+    factors("rope_factors_long.weight", 6.0f);
+    factors("rope_factors_short.weight", 1.5f);
+  }
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     vec1d(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);
-    mat(p + "attn_q.weight", s.layer_type("attn_q", i), s.n_embd, q_dim);
-    mat(p + "attn_k.weight", s.layer_type("attn_k", i), s.n_embd, kv_dim);
-    mat(p + "attn_v.weight", s.layer_type("attn_v", i), s.n_embd, kv_dim);
-    if (s.arch == "qwen2") {
+    if (phi) {
+      mat(p + "attn_qkv.weight", s.layer_type("attn_qkv", i), s.n_embd, q_dim + 2 * kv_dim);
+    } else {
+      mat(p + "attn_q.weight", s.layer_type("attn_q", i), s.n_embd, q_dim);
+      mat(p + "attn_k.weight", s.layer_type("attn_k", i), s.n_embd, kv_dim);
+      mat(p + "attn_v.weight", s.layer_type("attn_v", i), s.n_embd, kv_dim);
+    }
+    if (s.arch == "qwen2" || s.arch == "qwen2moe") {
       vec1d(p + "attn_q.bias", q_dim, 0.0f, 0.1f * s.weight_scale);
       vec1d(p + "attn_k.bias", kv_dim, 0.0f, 0.1f * s.weight_scale);
       vec1d(p + "attn_v.bias", kv_dim, 0.0f, 0.1f * s.weight_scale);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || gemma) {
       vec1d(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
       vec1d(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
     }
     mat(p + "attn_output.weight", s.layer_type("attn_output", i), q_dim, s.n_embd);
+    if (gemma) vec1d(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f);
     vec1d(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
-    mat(p + "ffn_gate.weight", s.layer_type("ffn_gate", i), s.n_embd, s.n_ff);
-    mat(p + "ffn_up.weight", s.layer_type("ffn_up", i), s.n_embd, s.n_ff);
-    mat(p + "ffn_down.weight", s.layer_type("ffn_down", i), s.n_ff, s.n_embd);
+    if (moe) {
+      const int64_t n_e = s.n_expert, f = s.ff_exp();
+      t.push_back({K::Router, p + "ffn_gate_inp.weight", GgmlType::F32, s.n_embd, s.n_expert});
+      mat(p + "ffn_gate_exps.weight", s.layer_type("ffn_gate", i), s.n_embd, f, n_e);
+      mat(p + "ffn_up_exps.weight", s.layer_type("ffn_up", i), s.n_embd, f, n_e);
+      mat(p + "ffn_down_exps.weight", s.layer_type("ffn_down", i), f, s.n_embd, n_e);
+      if (s.arch == "qwen2moe") {
+        const int64_t fs = s.ff_shexp();
+        vec1d(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.5f);
+        mat(p + "ffn_gate_shexp.weight", s.layer_type("ffn_gate", i), s.n_embd, fs);
+        mat(p + "ffn_up_shexp.weight", s.layer_type("ffn_up", i), s.n_embd, fs);
+        mat(p + "ffn_down_shexp.weight", s.layer_type("ffn_down", i), fs, s.n_embd);
+      }
+    } else if (phi) {
+      mat(p + "ffn_up.weight", s.layer_type("ffn_up", i), s.n_embd, 2 * s.n_ff);
+      mat(p + "ffn_down.weight", s.layer_type("ffn_down", i), s.n_ff, s.n_embd);
+    } else {
+      mat(p + "ffn_gate.weight", s.layer_type("ffn_gate", i), s.n_embd, s.n_ff);
+      mat(p + "ffn_up.weight", s.layer_type("ffn_up", i), s.n_embd, s.n_ff);
+      mat(p + "ffn_down.weight", s.layer_type("ffn_down", i), s.n_ff, s.n_embd);
+    }
+    if (gemma) vec1d(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f);
   }
   vec1d("output_norm.weight", s.n_embd, 1.0f, 0.1f);
-  if (!s.tied_embeddings) mat("output.weight", s.output(), s.n_embd, s.n_vocab);
+  if (!tied) mat("output.weight", s.output(), s.n_embd, s.n_vocab);
   return t;
 }
-
-}  // namespace
 
 Expected<TestModel> build_test_model(const TestModelSpec& s) {
   if (auto st = check_test_model_spec(s); !st) return st.error();
   TestModel m;
   for (const TensorPlan& p : plan_test_model(s, m)) m.tensors.push_back(p.materialize(s));
   return m;
-}
-
-// ---- Fast random models -------------------------------------------------------------------
-
-namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-void random_bytes(uint64_t& state, uint8_t* dst, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t x = splitmix64(state);
-    std::memcpy(dst + i, &x, 8);
-  }
-  if (i < n) {
-    const uint64_t x = splitmix64(state);
-    std::memcpy(dst + i, &x, n - i);
-  }
-}
-
-// The f16 scale fields of one block type. Random codes average to `mid` (Q4_1, Q5_1, Q4_K,
-// Q5_K; 0 for the others); the min field cancels it so weights average to zero:
-// m = -mid * d for Q4_1/Q5_1 (y = d*q + m), dmin = mid * d for Q4_K/Q5_K (y = d*sc*q - dmin*mn,
-// where sc and mn share one distribution).
-struct BlockScales {
-  size_t d_at = 0;      // byte offset of d in the block
-  int min_at = -1;      // byte offset of m / dmin; -1: none
-  float min_per_d = 0;  // m / d or dmin / d
-};
-
-BlockScales block_scales(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_1:
-      return {0, 2, -7.5f};
-    case GgmlType::Q5_1:
-      return {0, 2, -15.5f};
-    case GgmlType::Q4_K:
-      return {0, 2, 7.5f};
-    case GgmlType::Q5_K:
-      return {0, 2, 15.5f};
-    case GgmlType::Q6_K:
-      return {offsetof(BlockQ6_K, d), -1, 0};
-    case GgmlType::Q2_K:  // codes 0..3 times scales 0..15 average 11.25, mins 0..15 7.5
-      return {offsetof(BlockQ2_K, d), static_cast<int>(offsetof(BlockQ2_K, dmin)), 1.5f};
-    case GgmlType::Q3_K:  // signed scales and codes: about zero on their own
-      return {offsetof(BlockQ3_K, d), -1, 0};
-    default:  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first, no min
-      return {0, -1, 0};
-  }
-}
-
-bool is_float_type(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
-}
-
-// Random code bytes with the scale fields set from `d`: the block's bytes for any d.
-void fill_blocks(GgmlType t, float d, uint64_t& state, uint8_t* row, size_t row_bytes) {
-  const auto traits = type_traits(static_cast<uint32_t>(t));
-  const size_t bs = static_cast<size_t>(traits->type_size);
-  const BlockScales sc = block_scales(t);
-  const uint16_t d_bits = fp32_to_fp16(d);
-  const uint16_t m_bits = fp32_to_fp16(sc.min_per_d * fp16_to_fp32(d_bits));
-  random_bytes(state, row, row_bytes);
-  for (size_t b = 0; b < row_bytes; b += bs) {
-    std::memcpy(row + b + sc.d_at, &d_bits, 2);
-    if (sc.min_at >= 0) std::memcpy(row + b + static_cast<size_t>(sc.min_at), &m_bits, 2);
-  }
-}
-
-// Standard deviation of the dequantized weights of random blocks with d = 1, measured once
-// per type (deterministic: a fixed seed).
-double unit_std(GgmlType t) {
-  constexpr int64_t kN = 8192;  // a multiple of every block size
-  std::vector<uint8_t> bytes(row_size(t, kN));
-  uint64_t state = 12345;
-  fill_blocks(t, 1.0f, state, bytes.data(), bytes.size());
-  std::vector<float> y(kN);
-  dequantize_row(t, bytes.data(), y.data(), kN);
-  double ss = 0;
-  for (float v : y) ss += static_cast<double>(v) * v;
-  return std::sqrt(ss / kN);
-}
-
-uint64_t row_seed(uint64_t tensor_seed, int64_t row) {
-  return tensor_seed ^ static_cast<uint64_t>(row) * 0xD1B54A32D192ED03ull;
-}
-
-// Rows are independent, so a chunk is filled on several threads (up to 16): writing to the
-// page cache is faster than one thread draws random bytes.
-int fill_threads() {
-  const unsigned hw = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp(hw, 1u, 16u));
-}
-
-// Rows of a random matrix: standard deviation `stddev`, mean about 0. Row r draws from its
-// own generator seeded with (tensor_seed, r), so any split into chunks or threads gives the
-// same bytes.
-GgufWriter::RowFill random_rows(GgmlType t, int64_t n_in, double stddev, uint64_t tensor_seed) {
-  const size_t rb = row_size(t, n_in);
-  if (is_float_type(t)) {
-    const float a = static_cast<float>(stddev * std::sqrt(3.0));  // uniform on [-a, a)
-    return [t, n_in, rb, a, tensor_seed](int64_t row0, int64_t n_rows, uint8_t* dst) {
-      parallel_for(n_rows, fill_threads(), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          uint64_t state = row_seed(tensor_seed, row0 + r);
-          uint8_t* out = dst + static_cast<size_t>(r) * rb;
-          for (int64_t i = 0; i < n_in; ++i) {
-            const float u = static_cast<float>(splitmix64(state) >> 40) * (1.0f / 16777216.0f);
-            const float x = (2.0f * u - 1.0f) * a;
-            if (t == GgmlType::F32) {
-              std::memcpy(out + 4 * i, &x, 4);
-            } else {
-              const uint16_t h = t == GgmlType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x);
-              std::memcpy(out + 2 * i, &h, 2);
-            }
-          }
-        }
-      });
-    };
-  }
-  const float d = static_cast<float>(stddev / unit_std(t));
-  return [t, rb, d, tensor_seed](int64_t row0, int64_t n_rows, uint8_t* dst) {
-    parallel_for(n_rows, fill_threads(), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        uint64_t state = row_seed(tensor_seed, row0 + r);
-        fill_blocks(t, d, state, dst + static_cast<size_t>(r) * rb, rb);
-      }
-    });
-  };
-}
-
-uint64_t tensor_seed(uint32_t seed, const std::string& name) {  // FNV-1a 64 over name
-  uint64_t h = 14695981039346656037ull ^ (uint64_t{seed} * 0x9E3779B97F4A7C15ull);
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
-
-Expected<GgufWriter> make_fast_random_model(const TestModelSpec& s) {
-  if (auto st = check_test_model_spec(s); !st) return st.error();
-  TestModel m;
-  const std::vector<TensorPlan> plan = plan_test_model(s, m);
-  GgufWriter w = m.to_writer();  // the keys
-  for (const TensorPlan& p : plan) {
-    if (p.kind != TensorPlan::Kind::Matrix) {  // 1-D: small, the same values as build_test_model
-      TestTensor t = p.materialize(s);
-      w.add_tensor(t.name, t.type, std::move(t.ne), std::move(t.data));
-      continue;
-    }
-    const double stddev = s.weight_scale / std::sqrt(static_cast<double>(p.n_in));
-    w.add_tensor_generated(p.name, p.type, {p.n_in, p.n_out},
-                           random_rows(p.type, p.n_in, stddev, tensor_seed(s.seed, p.name)));
-  }
-  return w;
-}
-
-Status write_fast_random_model(const TestModelSpec& spec, const std::string& path) {
-  auto w = make_fast_random_model(spec);
-  if (!w) return w.error();
-  return w->write(path);
 }
 
 TestTensor* TestModel::find_tensor(const std::string& name) {

@@ -1,4 +1,6 @@
-// Random, reproducible Llama-family GGUF models for tests (and `spillway-testmodel`).
+// Random, reproducible GGUF models of every architecture the loader reads, for tests (and
+// `spillway-testmodel`): llama (with n_expert > 0 the Mixtral layout), qwen2, qwen3, qwen2moe,
+// qwen3moe, phi3, gemma3.
 //
 // A test model has every key and tensor a real converted model has, spelled as llama.cpp's
 // converter spells them, filled with seeded random values: the same spec gives the same file
@@ -27,8 +29,10 @@ namespace spw {
 
 /// What to build. Defaults give a ~0.3 MB F32 llama with GQA (4 query heads, 2 KV heads).
 struct TestModelSpec {
-  std::string arch =
-      "llama";  ///< llama | qwen2 | qwen3; any other string builds an unknown-arch file
+  /// llama | qwen2 | qwen3 | qwen2moe | qwen3moe | phi3 | gemma3; any other string builds an
+  /// unknown-arch file. phi3 writes the fused attn_qkv and gate+up ffn_up; gemma3 the QK-norms,
+  /// post-norms and tied embeddings, its layers sliding except every sixth (sliding_window).
+  std::string arch = "llama";
   GgmlType weight_type = GgmlType::F32;  ///< 2-D matrices: attn_q/k/v/output, ffn_gate/up/down
   std::optional<GgmlType> embd_type;     ///< token_embd.weight; weight_type when unset
   std::optional<GgmlType> output_type;   ///< output.weight; weight_type when unset
@@ -42,7 +46,28 @@ struct TestModelSpec {
   int64_t n_ff = 96;
   int64_t n_ctx = 256;           ///< <arch>.context_length
   bool tied_embeddings = false;  ///< omit output.weight (logits use token_embd.weight)
-  bool rope_freqs = false;       ///< add rope_freqs.weight [head_dim / 2] (Llama 3.1 style factors)
+  bool rope_freqs = false;       ///< add rope_freqs.weight [n_rot / 2] (Llama 3.1 style factors)
+  /// phi3: add rope_factors_long.weight and rope_factors_short.weight [n_rot / 2] (LongRoPE).
+  bool rope_factors = false;
+  int64_t n_rot = 0;  ///< rope.dimension_count; 0: head_dim (phi3 partial rotary: less)
+  /// RoPE scaling keys, written only when set: rope.scaling.type ("none", "linear", "yarn",
+  /// "longrope", "llama3"), rope.scaling.factor, the legacy rope.scale_linear,
+  /// rope.scaling.original_context_length, rope.scaling.attn_factor.
+  std::string rope_scaling;
+  float rope_factor = 0.0f;
+  float rope_scale_linear = 0.0f;
+  int64_t rope_orig_ctx = 0;
+  float rope_attn_factor = 0.0f;
+  /// <arch>.attention.sliding_window (0: not written). gemma3 needs one (default 0 -> 16).
+  int64_t sliding_window = 0;
+  /// Experts (llama: the Mixtral layout; qwen2moe/qwen3moe need them): <arch>.expert_count,
+  /// .expert_used_count, the experts' width (.expert_feed_forward_length for the Qwen MoE
+  /// archs; 0: n_ff) and qwen2moe's shared expert's (0: n_ff). The router ffn_gate_inp is F32
+  /// (llama.cpp never quantizes it); the expert stacks are weight_type.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
   uint32_t seed = 1;
   uint32_t gguf_version = 3;  ///< 2 or 3
   uint32_t alignment = 32;    ///< general.alignment; written as a key when != 32
@@ -60,8 +85,16 @@ struct TestModelSpec {
 
   GgmlType embd() const;
   GgmlType output() const;
-  /// Type of blk.<layer>.<role>.weight for role attn_q, attn_k, attn_v, attn_output, ffn_gate,
-  /// ffn_up or ffn_down (the mix decides when set, weight_type otherwise).
+  /// The RoPE dimensions: n_rot, or head_dim when 0.
+  int64_t rot() const { return n_rot > 0 ? n_rot : head_dim; }
+  /// The experts' width and the shared expert's, defaults applied.
+  int64_t ff_exp() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
+  int64_t ff_shexp() const { return n_ff_shexp > 0 ? n_ff_shexp : n_ff; }
+  /// gemma3's window, default applied.
+  int64_t swa() const { return sliding_window > 0 || arch != "gemma3" ? sliding_window : 16; }
+  /// Type of blk.<layer>.<role>.weight for role attn_q, attn_k, attn_v, attn_qkv, attn_output,
+  /// ffn_gate, ffn_up or ffn_down (also their _exps and _shexp forms) (the mix decides when
+  /// set, weight_type otherwise).
   GgmlType layer_type(const std::string& role, int64_t layer) const;
   /// What the mix's rules read for a tensor of `layer` (quant_mix.h).
   MixContext mix_context(int64_t layer) const;

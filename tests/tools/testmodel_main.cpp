@@ -1,7 +1,14 @@
-// spillway-testmodel: writes a random, reproducible Llama-family GGUF model for tests.
+// spillway-testmodel: writes a random, reproducible GGUF model of any architecture the loader
+// reads, for tests.
 //   spillway-testmodel -o tiny.gguf --arch qwen3 --type Q4_K --n-embd 256 --n-ff 512 --head-dim 64
 //   spillway-testmodel -o mixed.gguf --mix q4_k_m --n-embd 256 --n-ff 512
 //   spillway-testmodel -o q3.gguf --type Q3_K --n-embd 256 --n-ff 512 --head-dim 64
+//   spillway-testmodel -o gemma.gguf --arch gemma3 --n-layer 6 --sliding-window 16
+//   spillway-testmodel -o phi.gguf --arch phi3 --n-rot 12 --rope-factors --rope-orig-ctx 128
+//   spillway-testmodel -o moe.gguf --arch qwen3moe --n-expert 8 --n-expert-used 2 --n-ff-exp 64
+//   spillway-testmodel -o mixtral.gguf --arch llama --n-expert 4 --n-expert-used 2
+//   spillway-testmodel -o yarn.gguf --arch qwen2 --ctx 512 --rope-scaling yarn --rope-factor 8
+//       --rope-orig-ctx 512
 // A Llama-3-8B-shaped Q4_K_M file (~4.9 GB) of random blocks, written in seconds:
 //   spillway-testmodel -o llama8b.gguf --fast-random --mix q4_k_m --n-vocab 128256 --n-embd 4096
 //       --n-layer 32 --n-head 32 --n-head-kv 8 --n-ff 14336 --ctx 8192
@@ -64,7 +71,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes a random, reproducible Llama-family GGUF test model"};
   app.add_option("-o,--output", out, "Output .gguf path")->required();
   app.add_option("--arch", spec.arch, "Architecture")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "phi3", "gemma3"}));
   std::vector<std::string> type_names;
   for (uint32_t number = 0; number < 64; ++number) {
     if (spw::is_supported_type(static_cast<spw::GgmlType>(number)))
@@ -88,6 +95,22 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", n_ctx, "Training context length");
   app.add_flag("--tied", spec.tied_embeddings, "Omit output.weight (tied embeddings)");
   app.add_flag("--rope-freqs", spec.rope_freqs, "Add rope_freqs.weight (Llama 3.1 style)");
+  app.add_option("--n-rot", spec.n_rot, "RoPE dimensions (default head_dim; fewer: partial)");
+  app.add_option("--n-expert", spec.n_expert, "Experts (llama: the Mixtral layout)");
+  app.add_option("--n-expert-used", spec.n_expert_used, "Experts used per token");
+  app.add_option("--n-ff-exp", spec.n_ff_exp, "Experts' feed-forward length (default n_ff)");
+  app.add_option("--n-ff-shexp", spec.n_ff_shexp,
+                 "qwen2moe shared expert's feed-forward length (default n_ff)");
+  app.add_option("--sliding-window", spec.sliding_window,
+                 "attention.sliding_window (gemma3 default 16)");
+  app.add_option("--rope-scaling", spec.rope_scaling, "rope.scaling.type")
+      ->check(CLI::IsMember({"none", "linear", "yarn", "longrope", "llama3"}));
+  app.add_option("--rope-factor", spec.rope_factor, "rope.scaling.factor");
+  app.add_option("--rope-scale-linear", spec.rope_scale_linear, "The legacy rope.scale_linear");
+  app.add_option("--rope-orig-ctx", spec.rope_orig_ctx, "rope.scaling.original_context_length");
+  app.add_option("--rope-attn-factor", spec.rope_attn_factor, "rope.scaling.attn_factor");
+  app.add_flag("--rope-factors", spec.rope_factors,
+               "phi3: add rope_factors_long/short.weight (LongRoPE)");
   app.add_option("--seed", spec.seed, "Random seed");
   bool fast_random = false;
   app.add_flag("--fast-random", fast_random,

@@ -419,7 +419,9 @@ TEST(CpuOps, RopeNormalAndNeoxMatchFloat64) {
     for (const RopeType type : {RopeType::Normal, RopeType::NeoX}) {
       for (const Case c : {Case{128, 128}, Case{64, 32}, Case{20, 12}}) {
         const int64_t n_heads = 3, pos = 100003;
-        const auto inv = rope_inv_freq(c.n_rot, 500000.0, 1.0, nullptr);
+        RopeParams rp;
+        rp.freq_base = 500000.0;
+        const auto inv = rope_inv_freq(c.n_rot, rp, nullptr);
         std::vector<float> cs(static_cast<size_t>(c.n_rot));
         rope_cos_sin(inv.data(), c.n_rot, pos, 1.0f, cs.data());
         auto x = gaussian(rng, n_heads * c.head_dim);
@@ -471,6 +473,33 @@ TEST(CpuOps, SwigluAndSoftmax) {
         // x - max is rounded to float before the exp: up to half an ulp of |x - max|, i.e. a
         // relative error of 6e-8 |x - max| in the result, on top of exp's own 2e-6.
         EXPECT_NEAR(s[i], want, (2e-6 + 6e-8 * std::fabs(s0[i] - m)) * want + 1e-30);
+      }
+    }
+  }
+}
+
+// GeGLU (gemma3's FFN) at every SIMD level against gelu_tanh in double, written as 0.5 x (1 +
+// tanh z) = x / (1 + exp(-2z)) (the tanh form cancels to 0 in the negative tail, where the
+// float path keeps the tiny value).
+TEST(CpuOps, GegluMatchesTheTanhGeluInFloat64) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> wide(-12.0f, 12.0f);
+  for (SimdLevel level : levels()) {
+    LevelScope scope(level);
+    for (int64_t n : {1, 13, 1024}) {
+      std::vector<float> g(static_cast<size_t>(n)), u = gaussian(rng, n), out(g.size());
+      for (auto& v : g) v = wide(rng);
+      if (n > 4) g[0] = -100.0f, g[1] = 100.0f, g[2] = 0.0f, g[3] = -1e20f;
+      geglu(g.data(), u.data(), out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = g[i];
+        const double z = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+        const double want = x / (1.0 + std::exp(-2.0 * z)) * u[i];
+        EXPECT_NEAR(want, 0.5 * x * (1.0 + std::tanh(z)) * u[i], 1e-15 * (1 + std::fabs(x * u[i])));
+        // The exponent 2z is formed in float: its rounding (~2e-7 |2z|) moves the tail's value
+        // relatively by as much, on top of exp's 2e-6.
+        EXPECT_NEAR(out[i], want, (2e-6 + 2e-7 * std::fabs(2 * z)) * std::fabs(want) + 1e-30)
+            << g[i];
       }
     }
   }

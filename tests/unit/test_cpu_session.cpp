@@ -11,6 +11,7 @@
 #include "engine/backend/reference/reference_session.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/arch_specs.h"
 #include "tests/support/compare.h"
 #include "tests/support/test_model.h"
 
@@ -155,15 +156,8 @@ class CpuVsReference : public ::testing::TestWithParam<std::tuple<std::string, G
 
 TEST_P(CpuVsReference, LogitsAgree) {
   const auto& [arch, type] = GetParam();
-  TestModelSpec spec;
-  spec.arch = arch;
-  spec.weight_type = type;
-  if (type_traits(static_cast<uint32_t>(type))->block_size == 256) {  // K-quants, IQ4_XS
-    spec.n_embd = 256;
-    spec.n_ff = 512;
-    spec.head_dim = 64;
-  }
-  spec.rope_freqs = arch == "llama";
+  // arch_specs.h: gemma3's window, phi3's partial rotary, the experts; K-quant sizes.
+  const TestModelSpec spec = arch_test_spec(arch, type);
   const bool float_type = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
   // Quantized: the 8-bit activations (Q8_0 blocks of 32, Q8_K blocks of 256) cost NMSE 2.3e-4
   // (Q8_0 weights) to 1.1e-3 (qwen3 IQ4_XS) on these models; the weights' own error is not in
@@ -174,7 +168,7 @@ TEST_P(CpuVsReference, LogitsAgree) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllArchsAllTypes, CpuVsReference,
-    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+    ::testing::Combine(::testing::ValuesIn(test_arch_names()),
                        ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16,
                                          GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                                          GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,

@@ -85,8 +85,9 @@ TEST_P(ModelLoadArchTypeTest, ConfigAndTensorsMatchTheSpec) {
   EXPECT_EQ(c.head_dim_v, s.head_dim);
   EXPECT_EQ(c.n_rot, s.head_dim);
   EXPECT_FLOAT_EQ(static_cast<float>(c.rms_eps), qwen ? 1e-6f : 1e-5f);
-  EXPECT_EQ(c.rope_freq_base, qwen ? 1000000.0 : 10000.0);
-  EXPECT_EQ(c.rope_freq_scale, 1.0);
+  EXPECT_EQ(c.rope.freq_base, qwen ? 1000000.0 : 10000.0);
+  EXPECT_EQ(c.rope.freq_scale, 1.0);
+  EXPECT_EQ(c.rope.scaling, RopeScaling::None);
   EXPECT_EQ(c.rope_type, qwen ? RopeType::NeoX : RopeType::Normal);
   EXPECT_EQ(c.has_qkv_bias, arch == "qwen2");
   EXPECT_EQ(c.has_qk_norm, arch == "qwen3");

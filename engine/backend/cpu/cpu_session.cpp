@@ -92,12 +92,7 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
       p_(params),
       cp_(cpu),
       pool_(resolve_threads(params.n_threads)),
-      cache_(std::move(cache)),
-      // The cache cuts a block, window or sink count longer than the context to it
-      // (engine/kv/tier_policy.h); attention follows the rule as applied.
-      attn_plan_(AttnDims{c_.n_layer, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v,
-                          kv_ggml_type(params.kv_type_k), kv_ggml_type(params.kv_type_v)},
-                 cache_->layout().window, cpu.kv.attention, cpu.kv.top_k) {
+      cache_(std::move(cache)) {
   lv_.resize(static_cast<size_t>(c_.n_layer));
   for (size_t il = 0; il < lv_.size(); ++il) {
     const LayerWeights& w = m_.layers[il];
@@ -109,11 +104,53 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
     v.bv = dequantize_vector(w.attn_v_bias);
     v.q_norm = dequantize_vector(w.attn_q_norm);
     v.k_norm = dequantize_vector(w.attn_k_norm);
+    v.attn_post_norm = dequantize_vector(w.attn_post_norm);
+    v.ffn_post_norm = dequantize_vector(w.ffn_post_norm);
+    v.shexp_gate = dequantize_vector(w.ffn_gate_inp_shexp);
   }
   output_norm_ = dequantize_vector(m_.output_norm);
-  const std::vector<float> factors = dequantize_vector(m_.rope_freqs);
-  inv_freq_ = rope_inv_freq(c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
-                            factors.empty() ? nullptr : factors.data());
+
+  // RoPE tables: one per distinct RoPE among the layers; the session's rope factors (llama3's
+  // rope_freqs, or LongRoPE's long/short set chosen by this context) apply to all of them.
+  const std::vector<float> factors = dequantize_vector(m_.rope_factors(cache_->config().n_ctx));
+  layer_rope_.resize(static_cast<size_t>(c_.n_layer));
+  std::vector<const RopeParams*> seen;
+  for (int64_t il = 0; il < c_.n_layer; ++il) {
+    const RopeParams* rp = &c_.rope_of(il);
+    size_t i = 0;
+    while (i < seen.size() && seen[i] != rp) ++i;
+    if (i == seen.size()) {
+      seen.push_back(rp);
+      ropes_.push_back(
+          RopeTable{rope_inv_freq(c_.n_rot, *rp, factors.empty() ? nullptr : factors.data()),
+                    rope_mscale(*rp),
+                    {}});
+    }
+    layer_rope_[static_cast<size_t>(il)] = i;
+  }
+  // Attention schedulers: one per distinct span. The cache cuts a block, window or sink count
+  // longer than the context to it (engine/kv/tier_policy.h); attention follows the rule as
+  // applied.
+  layer_sched_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t il = 0; il < c_.n_layer; ++il) {
+    const int64_t span = c_.attn_span(il);
+    size_t i = 0;
+    while (i < scheds_.size() && scheds_[i]->span() != span) ++i;
+    if (i == scheds_.size()) {
+      AttnDims d{c_.n_layer,
+                 c_.n_head,
+                 c_.n_head_kv,
+                 c_.head_dim,
+                 c_.head_dim_v,
+                 kv_ggml_type(params.kv_type_k),
+                 kv_ggml_type(params.kv_type_v),
+                 static_cast<float>(c_.attn_scale),
+                 span};
+      scheds_.push_back(std::make_unique<TieredAttention>(d, cache_->layout().window,
+                                                          cpu.kv.attention, cpu.kv.top_k));
+    }
+    layer_sched_[static_cast<size_t>(il)] = i;
+  }
 }
 
 int64_t CpuSession::n_ctx() const { return cache_->max_tokens(); }
@@ -136,10 +173,14 @@ SessionUsage CpuSession::usage() const {
 void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y) {
   // Types with a repacked layout run the int8 GEMM for decode and prefill alike (gemm.h).
   if (const PackedMatrix* p = packed_->get(w, pool_)) return gemm(*p, X, n, Y, pool_);
+  mul(matrix_of(w), X, n, Y);
+}
+
+void CpuSession::mul(const MatrixView& w, const float* X, int64_t n, float* Y) {
   if (n == 1) {
-    matvec(w.type, w.data, w.ne[0], w.ne[1], X, Y, pool_);
+    matvec(w.type, w.data, w.n_in, w.n_out, X, Y, pool_);
   } else {
-    matmul(w.type, w.data, w.ne[0], w.ne[1], X, n, Y, pool_);
+    matmul(w.type, w.data, w.n_in, w.n_out, X, n, Y, pool_);
   }
 }
 
@@ -209,7 +250,7 @@ Status CpuSession::eval_unguarded(std::span<const int32_t> tokens, bool want_log
     cache_->clear();
     n_past_ = 0;
     history_.clear();
-    attn_plan_.clear_key_bounds();
+    for (auto& a : scheds_) a->clear_key_bounds();
   }
 
   if (auto st = check_room(tokens, n_past_); !st) return st;
@@ -249,17 +290,24 @@ void CpuSession::ubatch(std::span<const int32_t> tokens, bool want_logits, bool 
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t n_embd = c_.n_embd;
   x_.resize(static_cast<size_t>(n * n_embd));  // [n][n_embd]
+  const auto embd_scale = static_cast<float>(c_.embd_scale);
   for (int64_t t = 0; t < n; ++t) {
     const auto id = static_cast<size_t>(tokens[static_cast<size_t>(t)]);
-    dequantize_row(m_.token_embd->type, m_.token_embd->data + id * m_.token_embd->row_bytes(),
-                   &x_[static_cast<size_t>(t * n_embd)], n_embd);
+    float* row = &x_[static_cast<size_t>(t * n_embd)];
+    dequantize_row(m_.token_embd->type, m_.token_embd->data + id * m_.token_embd->row_bytes(), row,
+                   n_embd);
+    if (c_.embd_scale != 1.0) {  // gemma3: sqrt(n_embd)
+      for (int64_t i = 0; i < n_embd; ++i) row[i] *= embd_scale;
+    }
   }
-  rope_cs_.resize(static_cast<size_t>(n * c_.n_rot));  // one cos/sin table per position
-  for (int64_t t = 0; t < n; ++t) {
-    rope_cos_sin(inv_freq_.data(), c_.n_rot, base_ + t, 1.0f,
-                 &rope_cs_[static_cast<size_t>(t * c_.n_rot)]);
+  for (RopeTable& r : ropes_) {  // one cos/sin table per position and RoPE
+    r.cs.resize(static_cast<size_t>(n * c_.n_rot));
+    for (int64_t t = 0; t < n; ++t) {
+      rope_cos_sin(r.inv_freq.data(), c_.n_rot, base_ + t, r.mscale,
+                   &r.cs[static_cast<size_t>(t * c_.n_rot)]);
+    }
   }
-  attn_plan_.plan(base_, n, pool_.size());  // the same jobs for every layer
+  for (auto& a : scheds_) a->plan(base_, n, pool_.size());  // the same jobs for every layer
   for (int64_t il = 0; il < c_.n_layer; ++il) layer(il, n, store_kv);
 
   if (want_logits) {  // prefill is a flag: logits only for the last token
@@ -287,11 +335,24 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
   q_.resize(sz(n * q_dim));
   k_cur_.resize(sz(n * k_dim));
   v_cur_.resize(sz(n * v_dim));
-  mul(*w.attn_q, h_.data(), n, q_.data());  // [n][q_dim]
-  if (store_kv) {
-    mul(*w.attn_k, h_.data(), n, k_cur_.data());  // [n][k_dim]
-    mul(*w.attn_v, h_.data(), n, v_cur_.data());  // [n][v_dim]
+  if (w.attn_qkv != nullptr) {  // phi3: one product, rows Q | K | V
+    const int64_t n_qkv = q_dim + k_dim + v_dim;
+    qkv_.resize(sz(n * n_qkv));
+    mul(*w.attn_qkv, h_.data(), n, qkv_.data());  // [n][q_dim + k_dim + v_dim]
+    for (int64_t t = 0; t < n; ++t) {
+      const float* r = &qkv_[sz(t * n_qkv)];
+      std::copy(r, r + q_dim, &q_[sz(t * q_dim)]);
+      std::copy(r + q_dim, r + q_dim + k_dim, &k_cur_[sz(t * k_dim)]);
+      std::copy(r + q_dim + k_dim, r + n_qkv, &v_cur_[sz(t * v_dim)]);
+    }
+  } else {
+    mul(*w.attn_q, h_.data(), n, q_.data());  // [n][q_dim]
+    if (store_kv) {
+      mul(*w.attn_k, h_.data(), n, k_cur_.data());  // [n][k_dim]
+      mul(*w.attn_v, h_.data(), n, v_cur_.data());  // [n][v_dim]
+    }
   }
+  const RopeTable& rt = ropes_[layer_rope_[sz(il)]];
   for (int64_t t = 0; t < n; ++t) {
     float* q = &q_[sz(t * q_dim)];
     float* k = &k_cur_[sz(t * k_dim)];
@@ -303,7 +364,7 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
         for (int64_t i = 0; i < v_dim; ++i) v[i] += lv.bv[sz(i)];
       }
     }
-    if (!lv.q_norm.empty()) {  // qwen3: RMSNorm per head before RoPE
+    if (!lv.q_norm.empty()) {  // qwen3, gemma3: RMSNorm per head before RoPE
       for (int64_t hh = 0; hh < c_.n_head; ++hh)
         rms_norm(q + hh * hd, lv.q_norm.data(), eps, hd, q + hh * hd);
       if (store_kv) {
@@ -311,7 +372,7 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
           rms_norm(k + hh * hd, lv.k_norm.data(), eps, hd, k + hh * hd);
       }
     }
-    const float* cs = &rope_cs_[sz(t * c_.n_rot)];
+    const float* cs = &rt.cs[sz(t * c_.n_rot)];
     rope(q, c_.n_head, hd, c_.n_rot, cs, c_.rope_type);
     if (store_kv) {
       rope(k, c_.n_head_kv, hd, c_.n_rot, cs, c_.rope_type);
@@ -322,29 +383,37 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
   attend(il, n, store_kv);
   tmp_.resize(sz(n * n_embd));
   mul(*w.attn_output, attn_.data(), n, tmp_.data());
+  if (!lv.attn_post_norm.empty()) {  // gemma3
+    for (int64_t t = 0; t < n; ++t) {
+      float* o = &tmp_[sz(t * n_embd)];
+      rms_norm(o, lv.attn_post_norm.data(), eps, n_embd, o);
+    }
+  }
   for (size_t i = 0; i < sz(n * n_embd); ++i) x_[i] += tmp_[i];
 
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block.
   for (int64_t t = 0; t < n; ++t)
     rms_norm(&x_[sz(t * n_embd)], lv.ffn_norm.data(), eps, n_embd, &h_[sz(t * n_embd)]);
-  gate_.resize(sz(n * c_.n_ff));
-  up_.resize(sz(n * c_.n_ff));
-  mul(*w.ffn_gate, h_.data(), n, gate_.data());
-  mul(*w.ffn_up, h_.data(), n, up_.data());
-  swiglu(gate_.data(), up_.data(), gate_.data(), n * c_.n_ff);
-  mul(*w.ffn_down, gate_.data(), n, tmp_.data());
+  ffn(il, n);                       // tmp_ [n][n_embd]
+  if (!lv.ffn_post_norm.empty()) {  // gemma3
+    for (int64_t t = 0; t < n; ++t) {
+      float* f = &tmp_[sz(t * n_embd)];
+      rms_norm(f, lv.ffn_post_norm.data(), eps, n_embd, f);
+    }
+  }
   for (size_t i = 0; i < sz(n * n_embd); ++i) x_[i] += tmp_[i];
 }
 
 // Causal attention of the ubatch's n queries over the cache's blocks (the scheduler's jobs on the
 // pool, then the log-sum-exp merge and the normalisation per query head).
 void CpuSession::attend(int64_t il, int64_t n, bool store_kv) {
+  TieredAttention& a = *scheds_[layer_sched_[static_cast<size_t>(il)]];
   cache_->blocks(il, base_ + n, views_);
-  if (store_kv) attn_plan_.update_key_bounds(il, views_, base_, base_ + n);  // rows just stored
+  if (store_kv) a.update_key_bounds(il, views_, base_, base_ + n);  // rows just stored
   AttnTimes times;
-  attn_plan_.run(pool_, il, q_.data(), views_, times);
+  a.run(pool_, il, q_.data(), views_, times);
   attn_.resize(static_cast<size_t>(n * c_.n_head * c_.head_dim_v));
-  attn_plan_.finalize(pool_, attn_.data(), times);
+  a.finalize(pool_, attn_.data(), times);
   tel_.window_attn_ns.fetch_add(times.window_ns, std::memory_order_relaxed);
   tel_.cold_attn_ns.fetch_add(times.cold_ns, std::memory_order_relaxed);
   tel_.merge_ns.fetch_add(times.merge_ns, std::memory_order_relaxed);
@@ -362,7 +431,7 @@ Status CpuSession::load_kv(const std::string& path) {
       n_past_ = 0;
       history_.clear();
       awaiting_prompt_ = false;
-      attn_plan_.clear_key_bounds();
+      for (auto& a : scheds_) a->clear_key_bounds();
     }
     return tokens.error();
   }
@@ -371,12 +440,12 @@ Status CpuSession::load_kv(const std::string& path) {
   assert(cache_->n_tokens() == n_past_);
   awaiting_prompt_ = true;
   logits_.clear();
-  if (attn_plan_.keeps_key_bounds()) {
-    attn_plan_.clear_key_bounds();
-    for (int64_t il = 0; il < c_.n_layer; ++il) {
-      cache_->blocks(il, n_past_, views_);
-      attn_plan_.update_key_bounds(il, views_, 0, n_past_);
-    }
+  for (auto& a : scheds_) a->clear_key_bounds();
+  for (int64_t il = 0; il < c_.n_layer; ++il) {
+    TieredAttention& a = *scheds_[layer_sched_[static_cast<size_t>(il)]];
+    if (!a.keeps_key_bounds()) continue;
+    cache_->blocks(il, n_past_, views_);
+    a.update_key_bounds(il, views_, 0, n_past_);
   }
   return Status::Ok();
 }

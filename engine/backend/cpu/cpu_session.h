@@ -1,8 +1,11 @@
 // The fast CPU session: the same forward pass as ReferenceSession (see reference_session.h for
-// the formulas), computed in float32 with the SIMD kernels of engine/backend/cpu on the
-// quantized weight blocks where they lie in the GGUF mapping (no dequantized copy of the model),
+// the formulas), computed in float32 with the SIMD kernels of engine/cpu on the quantized
+// weight blocks where they lie in the GGUF mapping (no dequantized copy of the model),
 // activations quantized per block (Q8_0 / Q8_K) for the integer dot products, a persistent
-// thread pool, and prefill in ubatches.
+// thread pool, and prefill in ubatches. Files: cpu_session.cpp (the ubatch loop, a layer's
+// attention block), cpu_ffn.cpp (the FFN variants and the mixture of experts: decode computes
+// only the selected experts; prefill groups the ubatch's tokens by expert, so each expert's
+// weights are read once per ubatch).
 //
 // KV lives in the tiered, paged cache (engine/kv/kv_cache.h, docs/DESIGN.md §4.1-§4.3): blocks of
 // block_size positions, the sink and recent blocks in the window (RAM here), older blocks spilled
@@ -97,10 +100,18 @@ class CpuSession final : public Session {
   // positions whose KV is already stored (nothing is written to the cache).
   void ubatch(std::span<const int32_t> tokens, bool want_logits, bool store_kv);
   void layer(int64_t il, int64_t n, bool store_kv);
-  // Causal attention of the ubatch's n queries over the cache's blocks, into attn_.
+  // Causal attention of the ubatch's n queries over the cache's blocks (within the layer's
+  // span), into attn_.
   void attend(int64_t il, int64_t n, bool store_kv);
-  // Y[n][n_out] = X[n][n_in] W^T for a weight tensor.
+  // The FFN of layer il on h_ [n][n_embd], into tmp_ [n][n_embd] (cpu_ffn.cpp).
+  void ffn(int64_t il, int64_t n);
+  void moe(int64_t il, int64_t n);
+  // Y[n][n_out] = X[n][n_in] W^T for a weight matrix.
+  void mul(const MatrixView& w, const float* X, int64_t n, float* Y);
+  // A whole weight tensor: its repacked form when it has one (packed_weights.h).
   void mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y);
+  // out = act(g) * u, n elements (the model's FFN activation).
+  void gated(const float* g, const float* u, float* out, int64_t n) const;
 
   const Model& m_;
   const ModelConfig& c_;
@@ -117,19 +128,37 @@ class CpuSession final : public Session {
 
   // Small per-layer vectors dequantized once (norm weights, biases): [n_layer][...].
   struct LayerVectors {
-    std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm, attn_post_norm,
+        ffn_post_norm, shexp_gate;
   };
   std::vector<LayerVectors> lv_;
   std::vector<float> output_norm_;
-  std::vector<double> inv_freq_;  // [n_rot / 2]
 
-  TieredAttention attn_plan_;         // the attention scheduler (plans once per ubatch)
+  // One RoPE (ModelConfig::rope, and gemma3's sliding layers' rope_swa): its angles per
+  // position, its magnitude, and the ubatch's cos/sin tables.
+  struct RopeTable {
+    std::vector<double> inv_freq;  // [n_rot / 2]
+    double mscale = 1.0;
+    std::vector<float> cs;  // [n][n_rot]: cos/sin table per token
+  };
+  std::vector<RopeTable> ropes_;    // [0]: every layer's, [1]: the sliding layers' if different
+  std::vector<size_t> layer_rope_;  // [n_layer]: index into ropes_
+
+  // The attention schedulers, one per distinct span (global, sliding window), each planning
+  // once per ubatch.
+  std::vector<std::unique_ptr<TieredAttention>> scheds_;
+  std::vector<size_t> layer_sched_;   // [n_layer]: index into scheds_
   std::vector<kv::BlockView> views_;  // blocks of the current layer
 
   // Scratch for one ubatch of n tokens.
-  std::vector<float> x_, h_, q_, k_cur_, v_cur_, attn_, tmp_, gate_, up_;  // [n][...]
-  std::vector<float> rope_cs_;  // [n][n_rot]: cos/sin table per token
-  std::vector<float> logits_;   // [n_vocab]
+  std::vector<float> x_, h_, q_, k_cur_, v_cur_, qkv_, attn_, tmp_, gate_, up_;  // [n][...]
+  // MoE scratch: router probabilities [n][n_expert], the choice [n][k] (expert, weight), one
+  // expert's tokens gathered [m][n_embd], their outputs [m][n_embd], and each (token, choice)'s
+  // output [n][k][n_embd], summed in choice order.
+  std::vector<float> router_, xe_, ye_, slot_;
+  std::vector<int32_t> chosen_;
+  std::vector<float> chosen_w_;
+  std::vector<float> logits_;  // [n_vocab]
 };
 
 }  // namespace spw::cpu

@@ -32,19 +32,19 @@ TieredAttention::TieredAttention(const AttnDims& dims, const kv::WindowRule& rul
 }
 
 template <typename BlocksOf>
-void TieredAttention::plan_exact(int64_t n, int64_t max_blocks, int n_threads, BlocksOf n_blocks) {
+void TieredAttention::plan_exact(int64_t n, int64_t max_blocks, int n_threads, BlocksOf blocks_of) {
   const int64_t n_kv = d_.n_head_kv;
   const bool per_block = n * n_kv < 4 * static_cast<int64_t>(n_threads) &&
                          n * n_kv * max_blocks * n_rep_ <= kMaxBlockPartials;
   int64_t slot = 0;
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t nb = n_blocks(t);
+    const auto [b0, b1] = blocks_of(t);
     for (int64_t g = 0; g < n_kv; ++g) {
       first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
-      if (per_block) {
-        for (int64_t b = 0; b < nb; ++b) jobs_.push_back(Job{t, g, false, b, b + 1, slot++});
+      if (per_block && b1 > b0) {
+        for (int64_t b = b0; b < b1; ++b) jobs_.push_back(Job{t, g, false, b, b + 1, slot++});
       } else {
-        jobs_.push_back(Job{t, g, false, 0, nb, slot++});
+        jobs_.push_back(Job{t, g, false, b0, b1, slot++});
       }
     }
   }
@@ -60,9 +60,13 @@ void TieredAttention::plan(int64_t pos0, int64_t n, int n_threads) {
   first_slot_.assign(static_cast<size_t>(n * n_kv + 1), 0);
   const kv::QueryBlocks qlast = rule_.query(pos0 + n - 1);
   if (mode_ == kv::KvAttention::Exact) {
-    // Every block of the query's causal range in position order, tier-blind (see the top of
-    // the header).
-    plan_exact(n, qlast.last + 1, n_threads, [&](int64_t t) { return (pos0 + t) / bs_ + 1; });
+    // Every block of the query's causal range (within the span) in position order, tier-blind
+    // (see the top of the header).
+    const int64_t max_blocks = qlast.last + 1 - lowest(pos0) / bs_;
+    plan_exact(n, max_blocks, n_threads, [&](int64_t t) {
+      const int64_t p = pos0 + t;
+      return std::pair<int64_t, int64_t>{lowest(p) / bs_, p / bs_ + 1};
+    });
   } else {
     const int64_t cold_max = qlast.cold_end - qlast.sink_end;
     const int64_t chunks_wanted = std::max<int64_t>(1, kTargetJobs / (n * n_kv));
@@ -72,13 +76,14 @@ void TieredAttention::plan(int64_t pos0, int64_t n, int n_threads) {
     int64_t slot = 0;
     for (int64_t t = 0; t < n; ++t) {
       const kv::QueryBlocks qb = rule_.query(pos0 + t);
+      // Cold blocks wholly before the span are not attended.
+      const int64_t cold0 = std::max(qb.sink_end, lowest(pos0 + t) / bs_);
       for (int64_t g = 0; g < n_kv; ++g) {
         first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
         jobs_.push_back(Job{t, g, false, 0, 0, slot++});
-        if (qb.cold_end == qb.sink_end || mode_ == kv::KvAttention::Streaming) continue;
-        const int64_t step =
-            mode_ == kv::KvAttention::TopK ? qb.cold_end - qb.sink_end : chunk_blocks;
-        for (int64_t b0 = qb.sink_end; b0 < qb.cold_end; b0 += step)
+        if (qb.cold_end <= cold0 || mode_ == kv::KvAttention::Streaming) continue;
+        const int64_t step = mode_ == kv::KvAttention::TopK ? qb.cold_end - cold0 : chunk_blocks;
+        for (int64_t b0 = cold0; b0 < qb.cold_end; b0 += step)
           jobs_.push_back(Job{t, g, true, b0, std::min(b0 + step, qb.cold_end), slot++});
       }
     }
@@ -88,14 +93,27 @@ void TieredAttention::plan(int64_t pos0, int64_t n, int n_threads) {
   if (parts_.size() < need) parts_.resize(need);
 }
 
-void TieredAttention::plan_given(int64_t pos0, int64_t n, int64_t n_blocks, int n_threads) {
+void TieredAttention::plan_given(int64_t pos0, int64_t n, std::span<const kv::BlockView> blocks,
+                                 int n_threads) {
   assert(mode_ == kv::KvAttention::Exact);
   given_ = true;
   pos0_ = pos0;
   n_ = n;
   jobs_.clear();
   first_slot_.assign(static_cast<size_t>(n * d_.n_head_kv + 1), 0);
-  plan_exact(n, n_blocks, n_threads, [&](int64_t) { return n_blocks; });
+  const auto n_blocks = static_cast<int64_t>(blocks.size());
+  // The first given block that ends after position lo (blocks are in position order).
+  const auto first_after = [&](int64_t lo) {
+    int64_t b = 0;
+    while (b < n_blocks &&
+           blocks[static_cast<size_t>(b)].pos0 + blocks[static_cast<size_t>(b)].n_tokens <= lo) {
+      ++b;
+    }
+    return b;
+  };
+  plan_exact(n, n_blocks, n_threads, [&](int64_t t) {
+    return std::pair<int64_t, int64_t>{first_after(lowest(pos0 + t)), n_blocks};
+  });
   const auto need = static_cast<size_t>(first_slot_.back() * n_rep_);
   if (parts_.size() < need) parts_.resize(need);
 }
@@ -175,8 +193,9 @@ void TieredAttention::run(ThreadPool& pool, int64_t il, const float* q_all,
   const int64_t q_dim = d_.n_head * hd;
   const bool exact = mode_ == kv::KvAttention::Exact;
   const bool top_k = mode_ == kv::KvAttention::TopK;
-  const AttnShape shape{n_rep, hd, hdv,
-                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  const AttnShape shape{
+      n_rep, hd, hdv,
+      d_.scale != 0.0f ? d_.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   std::atomic<int64_t> window_total{0}, cold_total{0};
 
   pool.parallel_for(static_cast<int64_t>(jobs_.size()), [&](int64_t jb, int64_t je) {
@@ -188,15 +207,20 @@ void TieredAttention::run(ThreadPool& pool, int64_t il, const float* q_all,
       const auto t0 = Clock::now();
       const Job& job = jobs_[static_cast<size_t>(ji)];
       const int64_t p = pos0_ + job.t;
+      const int64_t lo = lowest(p);
       const float* q = q_all + job.t * q_dim + job.g * n_rep * hd;
       AttnPartial* out = &parts_[static_cast<size_t>(job.slot * n_rep)];
       bool first = true;
       const auto block = [&](int64_t b) {
         const kv::BlockView& view = blocks[static_cast<size_t>(b)];
-        const int64_t rows = std::min(view.n_tokens, p + 1 - view.pos0);  // causal
-        const KvSpan k{view.k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd};
-        const KvSpan v{view.v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv};
-        attn_partial(shape, q, k, v, rows, first ? out : tmp.data());
+        // Rows [r0, r1): causal, and within the span (the boundary block's earlier rows
+        // masked; a block wholly outside it contributes nothing).
+        const int64_t r0 = std::max<int64_t>(0, lo - view.pos0);
+        const int64_t r1 = std::min(view.n_tokens, p + 1 - view.pos0);
+        if (r1 <= r0) return;
+        const KvSpan k{view.k + row_size(d_.type_k, (job.g * bs_ + r0) * hd), d_.type_k, hd};
+        const KvSpan v{view.v + row_size(d_.type_v, (job.g * bs_ + r0) * hdv), d_.type_v, hdv};
+        attn_partial(shape, q, k, v, r1 - r0, first ? out : tmp.data());
         if (!first) {
           for (int64_t r = 0; r < n_rep; ++r) attn_merge(out[r], tmp[static_cast<size_t>(r)]);
         }

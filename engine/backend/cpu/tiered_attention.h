@@ -14,6 +14,12 @@
 // result never depends on the window, the budgets, spill timing, the ubatch or the thread
 // count: a spilled run is bit for bit the unspilled one.
 //
+// Sliding-window layers (ModelConfig::attn_span, gemma3's local layers): a scheduler made for a
+// span attends, for a query at p, positions [p - span + 1, p] only: blocks wholly before the
+// span are not planned (exact) or skipped (the approximate modes' window, given blocks), and
+// the boundary block's rows before it are masked (attended from the first row inside). One
+// scheduler serves the layers of one span; the CPU session keeps one per span it needs.
+//
 // Approximate modes (kv::KvAttention): Streaming attends each query's window (the tier
 // policy's sink and recent blocks for that query) only; TopK attends the window and, per KV
 // head, the top_k cold blocks whose key bound sum_d max(q_d min_d, q_d max_d) (summed over the
@@ -26,6 +32,7 @@
 // [n_head_kv][head_dim] floats twice.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -37,7 +44,7 @@
 
 namespace spw::cpu {
 
-/// The attention shape of a model's layers and the KV element types.
+/// The attention shape of a model's layers, the KV element types and the layers' span.
 struct AttnDims {
   int64_t n_layer = 0;
   int64_t n_head = 0;
@@ -46,6 +53,8 @@ struct AttnDims {
   int64_t head_dim_v = 0;  // of v and the output
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
+  float scale = 0.0f;  // softmax scale of q.k (ModelConfig::attn_scale); 0: 1 / sqrt(head_dim)
+  int64_t span = 0;    // positions a query attends back, its own included; 0: all (global)
 };
 
 /// Nanoseconds of one layer's attention: thread-seconds of the jobs, split by the tier the
@@ -58,17 +67,19 @@ struct AttnTimes {
 class TieredAttention {
  public:
   /// `rule`: the cache's window rule as applied (TierLayout::window); `mode`, `top_k`: the KV
-  /// settings'. The scale is 1 / sqrt(head_dim).
+  /// settings'.
   TieredAttention(const AttnDims& dims, const kv::WindowRule& rule, kv::KvAttention mode,
                   int64_t top_k);
 
-  /// Causal: n queries at positions [pos0, pos0 + n) attend their causal ranges of the cache's
-  /// blocks, block b holding positions [b * block_size, ...) (KvCache::blocks()). The same plan
-  /// serves every layer of the ubatch. `n_threads` only chooses per-block or per-pair jobs.
+  /// Causal: n queries at positions [pos0, pos0 + n) attend their causal ranges (within the
+  /// span) of the cache's blocks, block b holding positions [b * block_size, ...)
+  /// (KvCache::blocks()). The same plan serves every layer of the span in the ubatch.
+  /// `n_threads` only chooses per-block or per-pair jobs.
   void plan(int64_t pos0, int64_t n, int n_threads);
-  /// Given blocks (exact only): n queries at [pos0, pos0 + n) attend all of n_blocks blocks,
-  /// every one before pos0 (the CUDA session's cold blocks, in position order).
-  void plan_given(int64_t pos0, int64_t n, int64_t n_blocks, int n_threads);
+  /// Given blocks (exact only): n queries at [pos0, pos0 + n) attend the given blocks, every
+  /// one before pos0, in position order (the CUDA session's cold blocks), those of them within
+  /// each query's span.
+  void plan_given(int64_t pos0, int64_t n, std::span<const kv::BlockView> blocks, int n_threads);
 
   /// Runs the plan for layer il. q [n][n_head * head_dim] f32 (after RoPE); `blocks` the layer's
   /// views in the plan's order (the block table for plan(), the given blocks for plan_given()).
@@ -80,6 +91,9 @@ class TieredAttention {
   void finalize(ThreadPool& pool, float* out, AttnTimes& times);
   /// The same merge, unnormalised: o [n][n_head][head_dim_v], ms [n][n_head][2] (m, s).
   void write_partials(float* o, float* ms);
+
+  /// The span this scheduler attends (0: global).
+  int64_t span() const { return d_.span; }
 
   /// TopK: folds the stored keys of positions [p0, p1) of layer il into the per-block bounds,
   /// read back from `blocks` (the block table), so they are the stored (rounded) keys.
@@ -102,9 +116,14 @@ class TieredAttention {
     int64_t b0 = 0, b1 = 0;
     int64_t slot = 0;
   };
-  // The exact plan: query t's blocks are [0, n_blocks(t)).
+  // The exact plan: query t's blocks are [first, end) = blocks_of(t) (an empty range still gets
+  // one job, which writes the empty partial).
   template <typename BlocksOf>
-  void plan_exact(int64_t n, int64_t max_blocks, int n_threads, BlocksOf n_blocks);
+  void plan_exact(int64_t n, int64_t max_blocks, int n_threads, BlocksOf blocks_of);
+  // First position query p attends: p - span + 1 (0 for a global scheduler).
+  int64_t lowest(int64_t p) const {
+    return d_.span > 0 ? std::max<int64_t>(0, p - d_.span + 1) : 0;
+  }
   void select_top_k(int64_t il, const float* q, int64_t g, int64_t b0, int64_t b1,
                     std::vector<int64_t>& out) const;
   // Query head r of pair (t * n_head_kv + g): its slots' partials merged in slot order.

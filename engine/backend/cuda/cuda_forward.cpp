@@ -135,16 +135,23 @@ Status CudaSession::ubatch(std::span<const int32_t> tokens, int64_t pos0, bool w
   SPW_CUDA_CHECK(
       cudaMemcpyAsync(ids_, tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, s));
   SPW_CUDA_CHECK(cudaEventSynchronize(cs_copied_.get()));  // never recorded yet: returns at once
-  for (int64_t t = 0; t < n; ++t) {  // one RoPE table per position, angles in double
-    cpu::rope_cos_sin(inv_freq_.data(), c_.n_rot, pos0 + t, 1.0f,
-                      &cs_host_[static_cast<size_t>(t * c_.n_rot)]);
+  // One RoPE table per position and RoPE, angles in double: cs_ [n_ropes][n][n_rot].
+  for (size_t r = 0; r < ropes_.size(); ++r) {
+    for (int64_t t = 0; t < n; ++t) {
+      cpu::rope_cos_sin(ropes_[r].inv_freq.data(), c_.n_rot, pos0 + t, ropes_[r].mscale,
+                        &cs_host_[(r * static_cast<size_t>(n) + static_cast<size_t>(t)) *
+                                  static_cast<size_t>(c_.n_rot)]);
+    }
   }
   SPW_CUDA_CHECK(cudaMemcpyAsync(cs_, cs_host_.data(),
-                                 static_cast<size_t>(n * c_.n_rot) * sizeof(float),
+                                 ropes_.size() * static_cast<size_t>(n * c_.n_rot) * sizeof(float),
                                  cudaMemcpyHostToDevice, s));
   SPW_CUDA_CHECK(cudaEventRecord(cs_copied_.get(), s));
   SPW_CUDA_CHECK(k::launch_get_rows(tok_embd_.type, tok_embd_.data, tok_embd_.row_bytes, n_embd,
                                     ids_, n, x_, s));  // x [n][n_embd]
+  if (c_.embd_scale != 1.0) {                          // gemma3: sqrt(n_embd)
+    SPW_CUDA_CHECK(k::launch_scale(x_, static_cast<float>(c_.embd_scale), n * n_embd, s));
+  }
   for (size_t il = 0; il < layers_.size(); ++il)
     SPW_TRY(layer(static_cast<int64_t>(il), layers_[il], n, pos0));
 
@@ -170,20 +177,29 @@ Status CudaSession::layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0
 
   // Attention block.
   SPW_CUDA_CHECK(k::launch_rmsnorm(x_, L.attn_norm, h_, n_embd, n, eps, s));  // h [n][n_embd]
-  SPW_TRY(mul(L.q, h_, n, q_));                                               // q [n][n_head][hd]
-  SPW_TRY(mul(L.k, h_, n, k_));  // k [n][n_head_kv][hd]
-  SPW_TRY(mul(L.v, h_, n, v_));  // v [n][n_head_kv][hdv]
-  if (L.bq != nullptr) {         // qwen2
+  if (L.qkv.data != nullptr) {  // phi3: one product [n][q | k | v], split into q, k, v
+    const int64_t n_qkv = q_dim + k_dim + v_dim;
+    SPW_TRY(mul(L.qkv, h_, n, qkv_));
+    SPW_TRY(split_cols(qkv_, n_qkv, 0, q_dim, n, q_));
+    SPW_TRY(split_cols(qkv_, n_qkv, q_dim, k_dim, n, k_));
+    SPW_TRY(split_cols(qkv_, n_qkv, q_dim + k_dim, v_dim, n, v_));
+  } else {
+    SPW_TRY(mul(L.q, h_, n, q_));  // q [n][n_head][hd]
+    SPW_TRY(mul(L.k, h_, n, k_));  // k [n][n_head_kv][hd]
+    SPW_TRY(mul(L.v, h_, n, v_));  // v [n][n_head_kv][hdv]
+  }
+  if (L.bq != nullptr) {  // qwen2
     SPW_CUDA_CHECK(k::launch_add_bias(q_, L.bq, q_dim, n, s));
     SPW_CUDA_CHECK(k::launch_add_bias(k_, L.bk, k_dim, n, s));
     SPW_CUDA_CHECK(k::launch_add_bias(v_, L.bv, v_dim, n, s));
   }
-  if (L.q_norm != nullptr) {  // qwen3: RMSNorm per head before RoPE
+  if (L.q_norm != nullptr) {  // qwen3, gemma3: RMSNorm per head before RoPE
     SPW_CUDA_CHECK(k::launch_rmsnorm(q_, L.q_norm, q_, hd, n * n_head, eps, s));
     SPW_CUDA_CHECK(k::launch_rmsnorm(k_, L.k_norm, k_, hd, n * n_head_kv, eps, s));
   }
-  SPW_CUDA_CHECK(k::launch_rope(q_, cs_, n, n_head, hd, c_.n_rot, neox, s));
-  SPW_CUDA_CHECK(k::launch_rope(k_, cs_, n, n_head_kv, hd, c_.n_rot, neox, s));
+  const float* cs = cs_ + layer_rope_[static_cast<size_t>(il)] * n * c_.n_rot;  // the layer's RoPE
+  SPW_CUDA_CHECK(k::launch_rope(q_, cs, n, n_head, hd, c_.n_rot, neox, s));
+  SPW_CUDA_CHECK(k::launch_rope(k_, cs, n, n_head_kv, hd, c_.n_rot, neox, s));
   // K and V of positions [pos0, pos0 + n) into their window blocks, then attention over the
   // window (GPU) and the cold blocks (CPU in decode, staged in prefill).
   const kernels::PagedLayer PL = paged_layer(il);
@@ -193,14 +209,15 @@ Status CudaSession::layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0
                                           plan_.layout.block_size, PL.v_off, pos0, n, s));
   SPW_TRY(attend(il, n, pos0));  // attn [n][n_head][hdv]
   SPW_TRY(mul(L.o, attn_, n, tmp_));
+  if (L.attn_post_norm != nullptr)  // gemma3
+    SPW_CUDA_CHECK(k::launch_rmsnorm(tmp_, L.attn_post_norm, tmp_, n_embd, n, eps, s));
   SPW_CUDA_CHECK(k::launch_add(x_, tmp_, x_, n * n_embd, s));
 
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block.
   SPW_CUDA_CHECK(k::launch_rmsnorm(x_, L.ffn_norm, h_, n_embd, n, eps, s));
-  SPW_TRY(mul(L.gate, h_, n, gate_));  // [n][n_ff]
-  SPW_TRY(mul(L.up, h_, n, up_));      // [n][n_ff]
-  SPW_CUDA_CHECK(k::launch_swiglu(gate_, up_, gate_, n * c_.n_ff, s));
-  SPW_TRY(mul(L.down, gate_, n, tmp_));
+  SPW_TRY(ffn(L, n));              // tmp [n][n_embd]
+  if (L.ffn_post_norm != nullptr)  // gemma3
+    SPW_CUDA_CHECK(k::launch_rmsnorm(tmp_, L.ffn_post_norm, tmp_, n_embd, n, eps, s));
   SPW_CUDA_CHECK(k::launch_add(x_, tmp_, x_, n * n_embd, s));
   return Status::Ok();
 }
@@ -211,7 +228,8 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
   cudaStream_t s = stream_.get();
   const int64_t hd = c_.head_dim, hdv = c_.head_dim_v, n_head = c_.n_head;
   const int64_t q_dim = n_head * hd;
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const auto scale = static_cast<float>(c_.attn_scale);
+  const int64_t span = c_.attn_span(il);  // sliding layers mask keys before pos - span + 1
   const kernels::PagedLayer PL = paged_layer(il);
   const bool cpu_cold = !cold_.empty() && n <= kDecodeTokens;
   const bool staged_cold = !cold_.empty() && n > kDecodeTokens;
@@ -225,8 +243,8 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
   }
   const int64_t n_split = k::paged_attention_splits(n, n_window_, n_head, n_sm_);
   SPW_CUDA_CHECK(k::launch_paged_attention(q_, tbl_dev_ + n_write_, n_window_, PL, n, pos0, n_head,
-                                           c_.n_head_kv, hd, hdv, scale, n_split, part_o_, part_ms_,
-                                           s));
+                                           c_.n_head_kv, hd, hdv, scale, span, n_split, part_o_,
+                                           part_ms_, s));
   int64_t n_parts = n_split;
 
   if (cpu_cold) {
@@ -257,7 +275,19 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
 
   if (staged_cold) {  // prefill: cold blocks to the GPU in batches, merged into part 0
     const auto n_cold = static_cast<int64_t>(cold_.size());
-    for (int64_t c0 = 0; c0 < n_cold; c0 += plan_.stage_blocks) {
+    // A sliding layer skips the cold blocks that end before the first query's span (from a
+    // batch boundary: block c sits in stage slot c % stage_blocks, as the table says).
+    int64_t c_first = 0;
+    if (span > 0) {
+      const int64_t lo = std::max<int64_t>(0, pos0 - span + 1);
+      while (c_first < n_cold) {
+        const kv::BlockView& v = views_[static_cast<size_t>(cold_[static_cast<size_t>(c_first)])];
+        if (v.pos0 + v.n_tokens > lo) break;
+        ++c_first;
+      }
+      c_first = c_first / plan_.stage_blocks * plan_.stage_blocks;
+    }
+    for (int64_t c0 = c_first; c0 < n_cold; c0 += plan_.stage_blocks) {
       const int64_t nb = std::min(plan_.stage_blocks, n_cold - c0);
       for (int64_t i = 0; i < nb; ++i) {  // a block's layer part: K then V, contiguous
         const kv::BlockView& v = views_[static_cast<size_t>(cold_[static_cast<size_t>(c0 + i)])];
@@ -271,7 +301,7 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
       SL.k_off = 0;
       SL.v_off = plan_.layout.layer_k_bytes;
       SPW_CUDA_CHECK(k::launch_paged_attention(
-          q_, stage_tbl_dev_ + c0, nb, SL, n, pos0, n_head, c_.n_head_kv, hd, hdv, scale, 1,
+          q_, stage_tbl_dev_ + c0, nb, SL, n, pos0, n_head, c_.n_head_kv, hd, hdv, scale, span, 1,
           part_o_ + part_o_stride, part_ms_ + part_ms_stride, s));
       SPW_CUDA_CHECK(
           k::launch_attn_combine(part_o_, part_ms_, 2, n, n_head, hdv, part_o_, part_ms_, s));
@@ -283,7 +313,8 @@ Status CudaSession::attend(int64_t il, int64_t n, int64_t pos0) {
 }
 
 // The CPU's partials of the n queries at pos0 in q_host_ over the cold blocks (all before every
-// query: no mask), by the CPU attention scheduler as the CPU session attends (merged per query
+// query: no causal mask; a sliding layer's span bounds them below), by the CPU attention
+// scheduler as the CPU session attends (merged per query
 // head in position order, deterministic), written unnormalised: o [n][n_head][hdv], then m, s
 // [n][n_head][2].
 void CudaSession::cold_attention(int64_t il, int64_t n, int64_t pos0) {
@@ -295,12 +326,13 @@ void CudaSession::cold_attention(int64_t il, int64_t n, int64_t pos0) {
     v.v += il * layer_bytes;
     cold_views_[c] = v;
   }
-  cold_attn_->plan_given(pos0, n, static_cast<int64_t>(cold_views_.size()), pool_->size());
+  cpu::TieredAttention& a = *cold_attn_[layer_attn_[static_cast<size_t>(il)]];
+  a.plan_given(pos0, n, cold_views_, pool_->size());  // within the layer's span
   cpu::AttnTimes times;
   const auto* q = static_cast<const float*>(q_host_.get());
-  cold_attn_->run(*pool_, il, q, cold_views_, times);
+  a.run(*pool_, il, q, cold_views_, times);
   auto* o = static_cast<float*>(cold_host_.get());
-  cold_attn_->write_partials(o, o + n * c_.n_head * c_.head_dim_v);
+  a.write_partials(o, o + n * c_.n_head * c_.head_dim_v);
 }
 
 Status CudaSession::mul(const DevMatrix& w, const float* X, int64_t n, float* Y) {

@@ -21,15 +21,42 @@ namespace k = ::spw::kernels;
 // cuBLAS workspace: NVIDIA's recommendation for Hopper (32 MiB; 4 MiB suffices before it).
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 
-// The 2-D matrices of one layer, in a fixed order.
-std::array<const GgufTensorInfo*, 7> layer_matrices(const LayerWeights& w) {
-  return {w.attn_q, w.attn_k, w.attn_v, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down};
+// The matrices of one layer the architecture has (2-D, and the 3-D expert stacks), in a fixed
+// order.
+std::vector<const GgufTensorInfo*> layer_matrices(const LayerWeights& w) {
+  std::vector<const GgufTensorInfo*> v;
+  for (const GgufTensorInfo* t :
+       {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
+        w.ffn_gate_inp, w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, w.ffn_gate_shexp,
+        w.ffn_up_shexp, w.ffn_down_shexp}) {
+    if (t != nullptr) v.push_back(t);
+  }
+  return v;
 }
 
 // The 1-D vectors of one layer (nullptr where the architecture has none).
-std::array<const GgufTensorInfo*, 7> layer_vectors(const LayerWeights& w) {
-  return {w.attn_norm,   w.ffn_norm,    w.attn_q_bias, w.attn_k_bias,
-          w.attn_v_bias, w.attn_q_norm, w.attn_k_norm};
+std::array<const GgufTensorInfo*, 10> layer_vectors(const LayerWeights& w) {
+  return {w.attn_norm,   w.ffn_norm,    w.attn_q_bias,    w.attn_k_bias,   w.attn_v_bias,
+          w.attn_q_norm, w.attn_k_norm, w.attn_post_norm, w.ffn_post_norm, w.ffn_gate_inp_shexp};
+}
+
+// Widest FFN activation a ubatch row needs (gate_, up_): the dense width (phi3's fused
+// product: twice it), the experts' and the shared expert's.
+int64_t ffn_width(const ModelConfig& c) {
+  return std::max({c.fused_gate_up ? 2 * c.n_ff : c.n_ff, c.n_ff_exp, c.n_ff_shexp});
+}
+
+// The distinct RoPEs (rope_of) of the layers, and each layer's index among them.
+std::vector<size_t> rope_groups(const ModelConfig& c, std::vector<const RopeParams*>& ropes) {
+  std::vector<size_t> layer(static_cast<size_t>(c.n_layer));
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const RopeParams* rp = &c.rope_of(il);
+    size_t i = 0;
+    while (i < ropes.size() && ropes[i] != rp) ++i;
+    if (i == ropes.size()) ropes.push_back(rp);
+    layer[static_cast<size_t>(il)] = i;
+  }
+  return layer;
 }
 
 int64_t vector_bytes(const GgufTensorInfo* t) {
@@ -145,11 +172,20 @@ Expected<CudaMemoryPlan> CudaSession::plan_window(const Model& model, const Sess
 
   const int64_t f = sizeof(float);
   const int64_t q_dim = c.n_head * c.head_dim, o_dim = c.n_head * c.head_dim_v;
+  std::vector<const RopeParams*> ropes;
+  (void)rope_groups(c, ropes);
+  const auto n_ropes = static_cast<int64_t>(ropes.size());
   p.scratch += 3 * A(n * c.n_embd * f)  // x, h, tmp
                + A(n * q_dim * f) + A(n * k_dim * f) + A(n * v_dim * f) + A(n * o_dim * f) +
-               2 * A(n * c.n_ff * f)                                   // gate, up
-               + A(n * c.n_rot * f) + A(n * int64_t{sizeof(int32_t)})  // cs, ids
-               + A(c.n_vocab * f);                                     // logits
+               2 * A(n * ffn_width(c) * f)                                       // gate, up
+               + A(n_ropes * n * c.n_rot * f) + A(n * int64_t{sizeof(int32_t)})  // cs, ids
+               + A(c.n_vocab * f);                                               // logits
+  if (c.fused_qkv) p.scratch += A(n * (q_dim + k_dim + v_dim) * f);
+  if (c.is_moe()) {  // router logits, gathered rows and outputs, slots, rows and weights
+    const int64_t nk = n * c.n_expert_used;
+    p.scratch += A(n * c.n_expert * f) + 2 * A(n * c.n_embd * f) + A(nk * c.n_embd * f) +
+                 A(2 * nk * int64_t{sizeof(int32_t)}) + A(nk * f);
+  }
   if (n >= cp.gemm_min_tokens) {  // the GEMM path can run: f16 copies and cuBLAS workspace
     p.scratch += A(n * max_layer_n_in(model) * 2) +
                  A(weight_tile_elems(model, cp.max_weight_tile_bytes) * 2) +
@@ -262,20 +298,35 @@ Status CudaSession::init() {
   if (!arena) return arena.error();
   arena_ = std::move(*arena);
 
+  // The layers' RoPEs (the session's rope factors: llama3's, or LongRoPE's set for this context).
+  std::vector<const RopeParams*> ropes;
+  layer_rope_ = rope_groups(c_, ropes);
+  const std::vector<float> factors = dequantize_vector(m_.rope_factors(n_ctx_));
+  for (const RopeParams* rp : ropes) {
+    ropes_.push_back(
+        RopeTable{rope_inv_freq(c_.n_rot, *rp, factors.empty() ? nullptr : factors.data()),
+                  rope_mscale(*rp)});
+  }
   SPW_TRY(upload_weights());
   SPW_TRY(make_cache());
   SPW_TRY(carve_scratch());
   const unsigned hw = std::thread::hardware_concurrency();
   pool_ = std::make_unique<cpu::ThreadPool>(p_.n_threads > 0 ? p_.n_threads
                                                              : std::max(1, static_cast<int>(hw)));
-  cold_attn_ = std::make_unique<cpu::TieredAttention>(
-      cpu::AttnDims{c_.n_layer, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v, kv_k_, kv_v_},
-      plan_.layout.window, kv::KvAttention::Exact, 0);
-
-  const std::vector<float> factors = dequantize_vector(m_.rope_freqs);
-  inv_freq_ = cpu::rope_inv_freq(c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
-                                 factors.empty() ? nullptr : factors.data());
-  cs_host_.resize(static_cast<size_t>(n_ub_ * c_.n_rot));
+  layer_attn_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t il = 0; il < c_.n_layer; ++il) {  // one cold-block scheduler per distinct span
+    const int64_t span = c_.attn_span(il);
+    size_t i = 0;
+    while (i < cold_attn_.size() && cold_attn_[i]->span() != span) ++i;
+    if (i == cold_attn_.size()) {
+      cold_attn_.push_back(std::make_unique<cpu::TieredAttention>(
+          cpu::AttnDims{c_.n_layer, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v, kv_k_,
+                        kv_v_, static_cast<float>(c_.attn_scale), span},
+          plan_.layout.window, kv::KvAttention::Exact, 0));
+    }
+    layer_attn_[static_cast<size_t>(il)] = i;
+  }
+  cs_host_.resize(ropes_.size() * static_cast<size_t>(n_ub_ * c_.n_rot));
   logits_next_.resize(static_cast<size_t>(c_.n_vocab));
   return Status::Ok();
 }
@@ -285,13 +336,23 @@ Status CudaSession::upload_weights() {
   // Host copies of the f32 vectors live until the stream synchronises below. (A pageable
   // cudaMemcpyAsync has staged its source before it returns; keeping them is belt and braces.)
   std::vector<std::vector<float>> staged;
+  // A matrix (or expert stack) byte for byte; an absent one stays empty (data nullptr).
   const auto matrix = [&](const GgufTensorInfo* t, DevMatrix& out) -> Status {
+    out = DevMatrix{};
+    if (t == nullptr) return Status::Ok();
     const auto bytes = static_cast<int64_t>(t->n_bytes);
     auto p = arena_->alloc(bytes, ArenaPurpose::Weights);
     if (!p) return p.error();
     SPW_CUDA_CHECK(
         cudaMemcpyAsync(*p, t->data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s));
     out = DevMatrix{t->type, *p, static_cast<int64_t>(t->row_bytes()), t->ne[0], t->ne[1]};
+    return Status::Ok();
+  };
+  const auto experts = [&](const GgufTensorInfo* t, DevExperts& out) -> Status {
+    out = DevExperts{};
+    if (t == nullptr) return Status::Ok();
+    SPW_TRY(matrix(t, out.m));  // n_out as one expert's: the stack's ne[1]
+    out.n_expert = t->ne[2];
     return Status::Ok();
   };
   const auto vector = [&](const GgufTensorInfo* t, const float*& out) -> Status {
@@ -321,12 +382,23 @@ Status CudaSession::upload_weights() {
     SPW_TRY(matrix(w.attn_q, L.q));
     SPW_TRY(matrix(w.attn_k, L.k));
     SPW_TRY(matrix(w.attn_v, L.v));
+    SPW_TRY(matrix(w.attn_qkv, L.qkv));
     SPW_TRY(matrix(w.attn_output, L.o));
     SPW_TRY(matrix(w.ffn_gate, L.gate));
     SPW_TRY(matrix(w.ffn_up, L.up));
     SPW_TRY(matrix(w.ffn_down, L.down));
+    SPW_TRY(matrix(w.ffn_gate_inp, L.router));
+    SPW_TRY(matrix(w.ffn_gate_shexp, L.gate_sh));
+    SPW_TRY(matrix(w.ffn_up_shexp, L.up_sh));
+    SPW_TRY(matrix(w.ffn_down_shexp, L.down_sh));
+    SPW_TRY(experts(w.ffn_gate_exps, L.gate_exps));
+    SPW_TRY(experts(w.ffn_up_exps, L.up_exps));
+    SPW_TRY(experts(w.ffn_down_exps, L.down_exps));
     SPW_TRY(vector(w.attn_norm, L.attn_norm));
     SPW_TRY(vector(w.ffn_norm, L.ffn_norm));
+    SPW_TRY(vector(w.attn_post_norm, L.attn_post_norm));
+    SPW_TRY(vector(w.ffn_post_norm, L.ffn_post_norm));
+    SPW_TRY(vector(w.ffn_gate_inp_shexp, L.shexp_gate));
     SPW_TRY(vector(w.attn_q_bias, L.bq));
     SPW_TRY(vector(w.attn_k_bias, L.bk));
     SPW_TRY(vector(w.attn_v_bias, L.bv));
@@ -355,9 +427,21 @@ Status CudaSession::carve_scratch() {
   SPW_TRY(f32(n * k_dim, k_));
   SPW_TRY(f32(n * v_dim, v_));
   SPW_TRY(f32(n * o_dim, attn_));
-  SPW_TRY(f32(n * c_.n_ff, gate_));
-  SPW_TRY(f32(n * c_.n_ff, up_));
-  SPW_TRY(f32(n * c_.n_rot, cs_));
+  SPW_TRY(f32(n * ffn_width(c_), gate_));
+  SPW_TRY(f32(n * ffn_width(c_), up_));
+  SPW_TRY(f32(static_cast<int64_t>(ropes_.size()) * n * c_.n_rot, cs_));
+  if (c_.fused_qkv) SPW_TRY(f32(n * (q_dim + k_dim + v_dim), qkv_));
+  if (c_.is_moe()) {
+    const int64_t nk = n * c_.n_expert_used;
+    SPW_TRY(f32(n * c_.n_expert, router_dev_));
+    SPW_TRY(f32(n * c_.n_embd, xe_));
+    SPW_TRY(f32(n * c_.n_embd, ye_));
+    SPW_TRY(f32(nk * c_.n_embd, slot_));
+    auto rows = arena_->alloc_n<int32_t>(2 * nk, ArenaPurpose::Scratch);
+    if (!rows) return rows.error();
+    moe_rows_ = *rows;
+    SPW_TRY(f32(nk, moe_w_));
+  }
   auto ids = arena_->alloc_n<int32_t>(n, ArenaPurpose::Scratch);
   if (!ids) return ids.error();
   ids_ = *ids;
@@ -388,6 +472,11 @@ Status CudaSession::carve_scratch() {
   SPW_TRY(pinned(kDecodeTokens * c_.n_head * (c_.head_dim_v + 2) * fb, cold_host_));
   SPW_TRY(pinned((plan_.tbl_entries + plan_.stage_entries) * int64_t{sizeof(kernels::PagedBlock)},
                  tbl_host_));
+  if (c_.is_moe()) {
+    const int64_t nk = n * c_.n_expert_used;
+    SPW_TRY(pinned(n * c_.n_expert * fb, router_host_));
+    SPW_TRY(pinned(2 * nk * int64_t{sizeof(int32_t)} + nk * fb, moe_host_));
+  }
 
   if (n >= cp_.gemm_min_tokens) {
     auto act = arena_->alloc_n<uint16_t>(n * max_layer_n_in(m_), ArenaPurpose::Scratch);

@@ -4,7 +4,17 @@
 // GPU: compiled and unit-tested where the tests can run without one only.
 //
 // Files: cuda_session.cpp plans the memory, creates the device objects, uploads the weights and
-// carves the scratch; cuda_forward.cpp runs the forward pass and the split attention.
+// carves the scratch; cuda_forward.cpp runs the forward pass and the split attention;
+// cuda_ffn.cpp the FFN variants and the mixture of experts.
+//
+// Architectures: every one the model loader reads (model.h), the same math as the CPU session:
+// phi3's fused QKV and gate+up products split with strided copies, gemma3's embedding scale,
+// post-norms, GeGLU and per-layer RoPE and span (sliding-window layers mask keys below
+// pos - span + 1 in the paged kernels and skip cold blocks wholly before it). MoE: the router's
+// logits go to the host (the stream is synchronised once per MoE layer), the host chooses the
+// experts as the CPU does (cpu::route_experts), and each chosen expert runs once per ubatch
+// over its tokens, gathered into a block (matvec for one token, cuBLAS above gemm_min_tokens);
+// outputs are scattered to (token, choice) slots and summed in choice order.
 //
 // Memory (one DeviceArena, planned and checked against the device's free memory before the
 // first byte is uploaded):
@@ -170,15 +180,31 @@ class CudaSession final : public Session {
     const void* data = nullptr;
     int64_t row_bytes = 0, n_in = 0, n_out = 0;
   };
+  // An expert stack: n_expert matrices of n_out rows, expert e's rows after expert e - 1's.
+  struct DevExperts {
+    DevMatrix m;  // expert 0 (n_in, n_out, row_bytes as for one expert)
+    int64_t n_expert = 0;
+    DevMatrix expert(int64_t e) const {
+      DevMatrix x = m;
+      x.data = static_cast<const uint8_t*>(m.data) + e * m.n_out * m.row_bytes;
+      return x;
+    }
+  };
   struct DevLayer {
-    DevMatrix q, k, v, o, gate, up, down;
-    const float* attn_norm = nullptr;  // [n_embd]
-    const float* ffn_norm = nullptr;   // [n_embd]
-    const float* bq = nullptr;         // qwen2: [n_head * head_dim], else nullptr
-    const float* bk = nullptr;         // qwen2: [n_head_kv * head_dim]
-    const float* bv = nullptr;         // qwen2: [n_head_kv * head_dim_v]
-    const float* q_norm = nullptr;     // qwen3: [head_dim], else nullptr
-    const float* k_norm = nullptr;     // qwen3: [head_dim]
+    DevMatrix q, k, v, o, gate, up, down;  // gate.data == nullptr: none (MoE, or phi3's fused up)
+    DevMatrix qkv;                         // phi3: [q + k + v] rows; q, k, v unused then
+    DevMatrix router, gate_sh, up_sh, down_sh;  // MoE: ffn_gate_inp; qwen2moe's shared expert
+    DevExperts gate_exps, up_exps, down_exps;   // MoE
+    const float* attn_norm = nullptr;           // [n_embd]
+    const float* ffn_norm = nullptr;            // [n_embd]
+    const float* attn_post_norm = nullptr;      // gemma3: [n_embd], else nullptr
+    const float* ffn_post_norm = nullptr;       // gemma3: [n_embd]
+    const float* shexp_gate = nullptr;          // qwen2moe: ffn_gate_inp_shexp [n_embd]
+    const float* bq = nullptr;                  // qwen2: [n_head * head_dim], else nullptr
+    const float* bk = nullptr;                  // qwen2: [n_head_kv * head_dim]
+    const float* bv = nullptr;                  // qwen2: [n_head_kv * head_dim_v]
+    const float* q_norm = nullptr;              // qwen3: [head_dim], else nullptr
+    const float* k_norm = nullptr;              // qwen3: [head_dim]
   };
   // Pinned host memory (cudaHostAlloc), freed with cudaFreeHost.
   struct PinnedDeleter {
@@ -203,6 +229,15 @@ class CudaSession final : public Session {
   Status upload_tables(int64_t n, int64_t pos0);
   Status layer(int64_t il, const DevLayer& L, int64_t n, int64_t pos0);
   Status attend(int64_t il, int64_t n, int64_t pos0);
+  // The FFN of layer il on h_ [n][n_embd], into tmp_ [n][n_embd] (cuda_ffn.cpp).
+  Status ffn(const DevLayer& L, int64_t n);
+  Status moe(const DevLayer& L, int64_t n);
+  // y = act(g) * u (the model's FFN activation), n elements.
+  Status gated(const float* g, const float* u, float* y, int64_t n);
+  // The rows [n][cols] at src + col0 of a [n][ld] matrix into dst [n][cols] (splits phi3's
+  // fused products).
+  Status split_cols(const float* src, int64_t ld, int64_t col0, int64_t cols, int64_t n,
+                    float* dst);
   // The CPU's partial over the cold blocks for the n queries at pos0 in q_host_, into
   // cold_host_.
   void cold_attention(int64_t il, int64_t n, int64_t pos0);
@@ -237,24 +272,35 @@ class CudaSession final : public Session {
   // cache goes first.
   std::shared_ptr<GpuWindow> window_;
   std::unique_ptr<kv::KvCache> cache_;
-  std::unique_ptr<cpu::ThreadPool> pool_;            // CPU threads for the cold blocks
-  std::unique_ptr<cpu::TieredAttention> cold_attn_;  // their scheduler (exact, given blocks)
+  std::unique_ptr<cpu::ThreadPool> pool_;  // CPU threads for the cold blocks
+  // Their schedulers (exact, given blocks), one per distinct span, and each layer's.
+  std::vector<std::unique_ptr<cpu::TieredAttention>> cold_attn_;
+  std::vector<size_t> layer_attn_;  // [n_layer]: index into cold_attn_
 
   DevMatrix tok_embd_, output_;         // output_ is tok_embd_ when the embeddings are tied
   const float* output_norm_ = nullptr;  // [n_embd]
   std::vector<DevLayer> layers_;
 
   // Scratch for one ubatch of n <= n_ub_ tokens (device, f32 unless said).
-  float* x_ = nullptr;           // [n][n_embd] residual stream
-  float* h_ = nullptr;           // [n][n_embd] normed input of a block
-  float* q_ = nullptr;           // [n][n_head][head_dim]
-  float* k_ = nullptr;           // [n][n_head_kv][head_dim]
-  float* v_ = nullptr;           // [n][n_head_kv][head_dim_v]
-  float* attn_ = nullptr;        // [n][n_head][head_dim_v]
-  float* tmp_ = nullptr;         // [n][n_embd] output of attn_output / ffn_down
-  float* gate_ = nullptr;        // [n][n_ff]
-  float* up_ = nullptr;          // [n][n_ff]
-  float* cs_ = nullptr;          // [n][n_rot] RoPE cos/sin table per token (ops.h rope_cos_sin)
+  float* x_ = nullptr;     // [n][n_embd] residual stream
+  float* h_ = nullptr;     // [n][n_embd] normed input of a block
+  float* q_ = nullptr;     // [n][n_head][head_dim]
+  float* k_ = nullptr;     // [n][n_head_kv][head_dim]
+  float* v_ = nullptr;     // [n][n_head_kv][head_dim_v]
+  float* attn_ = nullptr;  // [n][n_head][head_dim_v]
+  float* tmp_ = nullptr;   // [n][n_embd] output of attn_output / ffn_down
+  float* gate_ = nullptr;  // [n][ffn width]: n_ff, n_ff_exp or n_ff_shexp
+  float* up_ = nullptr;    // [n][ffn width]; phi3: [n][2 n_ff], the fused product
+  float* qkv_ = nullptr;   // phi3: [n][q + k + v], the fused product
+  float* cs_ = nullptr;    // [n_ropes][n][n_rot] RoPE cos/sin table per token (ops.h rope_cos_sin)
+  // MoE: router logits [n][n_expert]; one expert's tokens [n][n_embd] and outputs [n][n_embd];
+  // (token, choice) outputs [n][k][n_embd]; gather rows, slot rows [2][n * k] and weights [n][k].
+  float* router_dev_ = nullptr;
+  float* xe_ = nullptr;
+  float* ye_ = nullptr;
+  float* slot_ = nullptr;
+  int32_t* moe_rows_ = nullptr;
+  float* moe_w_ = nullptr;
   int32_t* ids_ = nullptr;       // [n] token ids
   float* logits_dev_ = nullptr;  // [n_vocab]
   uint16_t* act_f16_ = nullptr;  // [n][max n_in] f16 activations for the GEMMs
@@ -273,13 +319,21 @@ class CudaSession final : public Session {
   PinnedPtr q_host_;                  // [kDecodeTokens][n_head * head_dim] a layer's queries
   PinnedPtr cold_host_;               // [kDecodeTokens][n_head][head_dim_v] o, then [..][2] m, s
   PinnedPtr tbl_host_;                // mirrors of tbl_dev_ and stage_tbl_dev_
+  PinnedPtr router_host_;             // MoE: [n_ub][n_expert] router logits
+  PinnedPtr moe_host_;                // MoE: mirror of moe_rows_, then moe_w_
   std::vector<kv::BlockView> views_;  // layer 0's blocks of the current ubatch
   std::vector<int64_t> cold_;         // indices into views_ of the cold blocks
   std::vector<kv::BlockView> cold_views_;  // the cold blocks of the layer being attended
   int64_t n_write_ = 0, n_window_ = 0, first_block_ = 0;  // the tables of the ubatch
   SessionCounters tel_;
-  std::vector<double> inv_freq_;    // [n_rot / 2]
-  std::vector<float> cs_host_;      // [n_ub][n_rot]
+  // The distinct RoPEs of the layers (rope, gemma3's rope_swa): angles and magnitude.
+  struct RopeTable {
+    std::vector<double> inv_freq;  // [n_rot / 2]
+    double mscale = 1.0;
+  };
+  std::vector<RopeTable> ropes_;
+  std::vector<size_t> layer_rope_;  // [n_layer]: index into ropes_ (and cs_)
+  std::vector<float> cs_host_;      // [n_ropes][n_ub][n_rot]
   std::vector<float> logits_;       // [n_vocab], the last eval's
   std::vector<float> logits_next_;  // [n_vocab], filled by an eval before it succeeds
 };

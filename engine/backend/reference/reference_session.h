@@ -1,19 +1,34 @@
 // The reference forward pass: plain, slow, float64 accumulation. The oracle every fast path
 // (SIMD CPU, CUDA, tiered KV) is tested against.
 //
-// Per token (Touvron et al. 2023, "LLaMA"; Qwen2/Qwen3 technical reports for the bias and
-// QK-norm variants):
-//   x = token_embd[id]
-//   per layer: h = RMSNorm(x) * attn_norm; q,k,v = h Wq (+bq), h Wk (+bk), h Wv (+bv);
-//              [qwen3] q,k = RMSNorm per head * attn_{q,k}_norm; RoPE(q,k) at pos;
-//              append k,v to the cache; per head: softmax(q k^T / sqrt(head_dim)) v over
-//              positions [0, pos] with kv_head = head / (n_head / n_head_kv) (GQA);
-//              x += attn Wo; h = RMSNorm(x) * ffn_norm; x += (silu(h Wgate) * (h Wup)) Wdown
+// Per token (Touvron et al. 2023, "LLaMA"; the Qwen2/Qwen3, Phi-3, Gemma 3 and Mixtral reports
+// for their variants; llama.cpp's graphs, src/llama-model.cpp, for what a GGUF file means):
+//   x = token_embd[id] * embd_scale                               (gemma3: sqrt(n_embd))
+//   per layer: h = RMSNorm(x) * attn_norm
+//              q,k,v = h Wq (+bq), h Wk (+bk), h Wv (+bv)         (phi3: h Wqkv, split Q|K|V)
+//              [qwen3, gemma3] q,k = RMSNorm per head * attn_{q,k}_norm
+//              RoPE(q,k) at pos with the layer's RoPE (rope.h; gemma3's sliding layers have
+//              their own), the session's rope factors
+//              append k,v to the cache; per head: softmax(attn_scale q k^T) v over positions
+//              [lo, pos], lo = 0 for a global layer and pos - span + 1 for a sliding one,
+//              kv_head = head / (n_head / n_head_kv) (GQA)
+//              o = attn Wo; [gemma3] o = RMSNorm(o) * post_attention_norm; x += o
+//              h = RMSNorm(x) * ffn_norm
+//              dense:  f = (act(h Wgate) * (h Wup)) Wdown, act = silu or gelu_tanh (gemma3);
+//                      phi3's fused ffn_up gives gate (first n_ff) and up (next n_ff)
+//              MoE:    p = softmax(h Wrouter); the n_expert_used largest p (ties: lower
+//                      expert first), renormalised when expert_weights_norm, scaled by
+//                      expert_weights_scale; f = sum_e p_e (silu(h Wgate_e) * (h Wup_e)) Wdown_e
+//                      [qwen2moe] + sigmoid(h . w_shexp) (silu(h Wgate_sh) * (h Wup_sh)) Wdown_sh
+//              [gemma3] f = RMSNorm(f) * post_ffw_norm; x += f
 //   logits = RMSNorm(x) * output_norm Woutput
-// RoPE (Su et al. 2021, "RoFormer"): theta_i = pos * freq_scale * base^(-2i/n_rot) / rope_freqs[i].
-// Weights are dequantized row by row (dequantize_row) and never copied whole.
+// RoPE is ggml's rope_ext in double: theta_extrap = pos base^(-2i/n_rot) / f_i, theta_interp =
+// freq_scale theta_extrap, YaRN's ramp mix between them, cos and sin times the magnitude
+// factor llama.cpp derives (src/llama-context.cpp). Weights are dequantized row by row
+// (dequantize_row) and never copied whole.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -35,15 +50,33 @@ class ReferenceSession final : public Session {
   int64_t n_ctx() const override { return n_ctx_; }
   int64_t n_vocab() const override { return c_.n_vocab; }
 
+  /// MoE: the smallest router-logit gap between the last chosen expert and the first one left
+  /// out, over the layers, at the last position of the last eval (+inf for a dense model): below
+  /// the fast paths' rounding such a choice may go the other way there (a near tie).
+  double last_route_margin() const { return route_margin_; }
+
  private:
   ReferenceSession(const Model& model, const SessionParams& params);
 
   // y[t][r] = sum_i W[r][i] * x[t][i] for t < n_tokens; W is [n_in, n_out] in ggml order,
   // x is [n_tokens][n_in], y is [n_tokens][n_out].
-  void matmul(const GgufTensorInfo& w, const std::vector<double>& x, int64_t n_tokens,
+  void matmul(const MatrixView& w, const std::vector<double>& x, int64_t n_tokens,
               std::vector<double>& y) const;
+  void matmul(const GgufTensorInfo& w, const std::vector<double>& x, int64_t n_tokens,
+              std::vector<double>& y) const {
+    matmul(matrix_of(w), x, n_tokens, y);
+  }
   void layer(int64_t il, std::vector<double>& x, int64_t n_tokens);
-  void rope(double* v, int64_t n_heads, int64_t pos) const;
+  // Attention of the layer's n_tokens queries q [n_tokens][n_head * head_dim] over the cache,
+  // into out [n_tokens][n_head * head_dim_v].
+  void attend(int64_t il, const std::vector<double>& q, int64_t n_tokens,
+              std::vector<double>& out) const;
+  // The FFN of h [n_tokens][n_embd] (dense or MoE), into f [n_tokens][n_embd].
+  void ffn(const LayerWeights& w, const std::vector<double>& h, int64_t n_tokens,
+           std::vector<double>& f) const;
+  void moe(const LayerWeights& w, const std::vector<double>& h, int64_t n_tokens,
+           std::vector<double>& f) const;
+  void rope(double* v, int64_t n_heads, int64_t pos, const RopeParams& p) const;
   void store_kv(int64_t il, int64_t pos, const double* k, const double* v);
   double k_at(int64_t il, int64_t pos, int64_t i) const;
   double v_at(int64_t il, int64_t pos, int64_t i) const;
@@ -53,13 +86,14 @@ class ReferenceSession final : public Session {
   SessionParams p_;
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
-  std::vector<double> inv_freq_;  // [n_rot / 2]: freq_scale * base^(-2i/n_rot) / rope_freqs[i]
+  std::vector<double> factors_;  // [n_rot / 2]: the session's rope divisors (1 without any)
   // KV cache per layer, contiguous over positions: [n_past][n_head_kv * head_dim] (V: head_dim_v).
   // Stored as f32 or as f16 bits, per kv_type_k / kv_type_v; q8_0 rows as their dequantized
   // f32 values.
   std::vector<std::vector<float>> k_f32_, v_f32_;
   std::vector<std::vector<uint16_t>> k_f16_, v_f16_;
-  std::vector<float> logits_;  // [n_vocab]
+  std::vector<float> logits_;               // [n_vocab]
+  mutable double route_margin_ = INFINITY;  // see last_route_margin()
 };
 
 }  // namespace spw
