@@ -126,6 +126,9 @@ int run_plan(const PlanArgs& a) {
   in.kv = context->kv;
   in.ubatch = a.kv.n_ubatch;
   in.vram = *vram;
+  // Sliding-window layers keep only their window in the CPU session (kv_cache_set.h); the CUDA
+  // session keeps every layer's KV in its one tiered cache (the sliding layers masked).
+  if (in.vram <= 0) in.layer_span = c.layer_attn_span;
   in.physical_ram = machine->physical_bytes;
   in.ram_budget = context->ram_budget;
   // Shape and type errors before the probes spend their second.
@@ -202,6 +205,9 @@ int run_plan(const PlanArgs& a) {
     j["vram_bytes"] = p.vram_bytes;
     j["ram_kv_bytes"] = p.ram_kv_bytes;
     j["max_tokens"] = p.max_tokens;
+    j["sliding_layers"] = p.sliding_layers;
+    j["sliding_window_bytes"] = p.sliding_window_bytes;
+    j["dense_kv_bytes"] = p.dense_kv_bytes;
     j["fits"] = p.fits;
     j["problems"] = p.problems;
     j["warnings"] = p.warnings;
@@ -238,6 +244,13 @@ int run_plan(const PlanArgs& a) {
   fmt::print("blocks      {} tokens = {} each, {} blocks; window {} recent{} + {} sink tokens\n",
              p.block_size, format_size(p.block_bytes), p.n_blocks, p.window_tokens,
              in.kv.window_tokens ? "" : " (auto)", std::min(in.kv.n_sinks, in.n_ctx));
+  if (p.sliding_layers > 0) {
+    fmt::print(
+        "sliding     {} of {} layers attend a window of {} tokens: their KV beyond it is dropped, "
+        "at most {} in the window (all layers global would need {})\n",
+        p.sliding_layers, c.n_layer, c.n_swa, format_size(p.sliding_window_bytes),
+        format_size(p.dense_kv_bytes));
+  }
   fmt::print("budgets     vram {}, host {}, disk {}\n",
              in.vram > 0 ? format_size(in.vram) : "none (no GPU)", budget_text(in.kv.host_budget),
              in.kv.disk_budget > 0 ? format_size(in.kv.disk_budget) : "none (no disk tier)");

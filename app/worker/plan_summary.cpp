@@ -98,6 +98,7 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   in.kv = engine.kv_settings();
   in.ubatch = es.n_ubatch;
   in.vram = want_gpu && probes.vram_free > 0 ? probes.vram_free : -1;
+  if (in.vram <= 0) in.layer_span = c.layer_attn_span;  // the CPU session drops sliding KV
   in.ram_gb_per_s = probes.ram_gb_per_s;
   in.disk_read_gb_per_s = probes.disk_read_gb_per_s;
   in.disk_write_gb_per_s = probes.disk_write_gb_per_s;

@@ -111,6 +111,9 @@ Expected<kv::ContextChoice> choose_session_context(const Model& model, const Ses
   r.shape.type_v = kv_ggml_type(params.kv_type_v);
   r.n_ctx = params.n_ctx;
   r.n_ctx_train = c.n_ctx_train;
+  // The CPU session's sliding-window layers keep only their window (kv_cache_set.h); a CUDA
+  // session keeps them in its one cache, so there the default context is an estimate.
+  r.layer_span = c.layer_attn_span;
   r.kv = kv;
   r.weights_bytes = mapped_weight_bytes(model);
   r.machine = machine;

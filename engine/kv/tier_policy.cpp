@@ -322,15 +322,36 @@ Expected<ContextChoice> choose_context(const ContextRequest& r) {
   tc.type_k = r.shape.type_k;
   tc.type_v = r.shape.type_v;
   tc.host_budget = -1;
+  // Sliding layers: their window at its fullest, whatever the context (one group per span).
+  int64_t sliding_bytes = 0;
+  std::vector<int64_t> spans;
+  for (const int64_t s : r.layer_span) {
+    if (s > 0 && std::find(spans.begin(), spans.end(), s) == spans.end()) spans.push_back(s);
+  }
+  for (const int64_t s : spans) {
+    TierConfig sc = tc;
+    sc.n_layer = std::count(r.layer_span.begin(), r.layer_span.end(), s);
+    sc.span_tokens = s;
+    auto t = plan_tiers(sc);
+    if (!t) return t.error();
+    sliding_bytes += std::min(t->n_blocks, t->pool_slots(r.n_ubatch)) * t->block_bytes;
+  }
+  if (!r.layer_span.empty()) {
+    tc.n_layer = std::count(r.layer_span.begin(), r.layer_span.end(), int64_t{0});
+  }
+  out.ram_budget = default_kv_ram_budget(r.machine, r.weights_bytes);
+  if (tc.n_layer == 0) {  // every layer slides: the context costs nothing beyond the windows
+    out.trained_kv_bytes = sliding_bytes;
+    return out;
+  }
   auto whole = plan_tiers(tc);
   if (!whole) return whole.error();
-  out.trained_kv_bytes = whole->n_blocks * whole->block_bytes;
-  out.ram_budget = default_kv_ram_budget(r.machine, r.weights_bytes);
+  out.trained_kv_bytes = whole->n_blocks * whole->block_bytes + sliding_bytes;
   if (r.n_ctx > 0 || r.kv.host_budget >= 0 || out.ram_budget < 0) return out;
   if (out.trained_kv_bytes <= out.ram_budget) return out;  // all of it fits in RAM
 
   out.chosen = true;
-  auto fitted = fit_ram_budget(tc, out.ram_budget);
+  auto fitted = fit_ram_budget(tc, std::max<int64_t>(0, out.ram_budget - sliding_bytes));
   if (!fitted) return fitted.error();
   out.kv.host_budget = fitted->host_budget;
   out.n_ctx = fitted->max_tokens;

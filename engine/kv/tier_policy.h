@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/common/expected.h"
 #include "engine/common/machine.h"
@@ -254,7 +255,12 @@ Expected<TierLayout> fit_ram_budget(TierConfig c, int64_t ram_budget);
 
 /// What the default context is chosen from.
 struct ContextRequest {
-  TierConfig shape;           // the model's KV shape and types; n_ctx and the paging are ignored
+  TierConfig shape;  // the model's KV shape and types; n_ctx and the paging are ignored
+  // [n_layer] each layer's attention span (ModelConfig::layer_attn_span; 0: global), or empty:
+  // every layer global. Sliding layers hold only their window (kv_cache_set.h): their windows
+  // come off the RAM budget and the context is chosen for the global layers.
+  std::vector<int64_t> layer_span;
+  int64_t n_ubatch = 512;     // the prefill ubatch (a sliding window holds its span and one ubatch)
   int64_t n_ctx = 0;          // -c as given; 0: choose
   int64_t n_ctx_train = 0;    // the model's trained context (>= 1)
   KvSettings kv;              // the settings as given

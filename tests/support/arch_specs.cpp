@@ -1,5 +1,7 @@
 #include "tests/support/arch_specs.h"
 
+#include "engine/gguf/ggml_types.h"
+
 namespace spw {
 
 const std::vector<std::string>& test_arch_names() {
@@ -17,7 +19,8 @@ TestModelSpec arch_test_spec(const std::string& name, GgmlType type) {
   TestModelSpec s;
   s.arch = name == "mixtral" ? "llama" : name;
   s.weight_type = type;
-  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  // Types of 256-element blocks (the K-quants, IQ4_XS): rows of multiples of 256.
+  const bool k_quant = type_traits(static_cast<uint32_t>(type))->block_size == 256;
   if (k_quant) {
     s.n_embd = 256;
     s.n_ff = 512;

@@ -473,8 +473,16 @@ TEST_P(ArchTiered, SpilledEqualsUnspilled) {
   EXPECT_EQ(rb.logits, ra.logits) << "same ubatches: the same arithmetic whatever the tier";
   auto* cs = dynamic_cast<cpu::CpuSession*>(b.get());
   ASSERT_TRUE(cs->flush_kv().ok());
-  EXPECT_GT(cs->usage().kv.disk_blocks, 0);
-  EXPECT_GT(cs->usage().kv.host_blocks, 0);
+  const ModelConfig& c = m->config();
+  const bool every_layer_slides =
+      std::count(c.layer_attn_span.begin(), c.layer_attn_span.end(), int64_t{0}) == 0;
+  if (every_layer_slides) {  // nothing to spill: what leaves the window is dropped
+    EXPECT_EQ(cs->usage().kv.disk_blocks + cs->usage().kv.host_blocks, 0);
+  } else {
+    EXPECT_GT(cs->usage().kv.disk_blocks, 0);
+    EXPECT_GT(cs->usage().kv.host_blocks, 0);
+  }
+  EXPECT_EQ(cs->usage().kv.dropped_blocks > 0, c.has_swa());
   // The approximate modes run on every arch too (sliding layers inside their window).
   for (const auto mode : {kv::KvAttention::Streaming, kv::KvAttention::TopK}) {
     kv::KvSettings approx = spilled;
@@ -487,6 +495,94 @@ TEST_P(ArchTiered, SpilledEqualsUnspilled) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NewArchs, ArchTiered, ::testing::ValuesIn(new_test_arch_names()));
+
+// Sliding-window layers keep only their window's KV (engine/kv/kv_cache_set.h): gemma3's five
+// local layers drop every block older than their window while the global layer keeps the whole
+// context, and the run is still the float64 reference's; a KV snapshot taken mid-run restores
+// into a fresh session that then decodes exactly what the uninterrupted one does.
+TEST(Archs, Gemma3SlidingLayersDropTheirKvExactly) {
+  TempDir dir;
+  TestModelSpec spec = arch_test_spec("gemma3");
+  spec.n_ctx = 2048;
+  auto m = load(dir, spec);
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  ASSERT_TRUE(c.has_swa());
+  kv::KvSettings kv;
+  kv.block_size = 4;  // the window of 8 spans 3 blocks: most of a 150-token run is dropped
+  auto fast = cpu_session(*m, 2, 512, kv);
+  auto ref = reference(*m);
+  const std::vector<int32_t> prompt = prompt_of(150, c.n_vocab, 17);
+  const Trace r = run(*ref, prompt, 6);
+  const Trace f = run(*fast, prompt, 6, &r.greedy);
+  EXPECT_EQ(f.greedy, r.greedy);
+  for (size_t i = 0; i < r.logits.size(); ++i) {
+    EXPECT_LE(nmse(f.logits[i], r.logits[i]), 1e-10) << "step " << i;
+  }
+  auto* cs = dynamic_cast<cpu::CpuSession*>(fast.get());
+  const kv::KvCacheSet& set = cs->caches();
+  ASSERT_EQ(set.n_groups(), 2);
+  EXPECT_EQ(set.group_span(1), c.n_swa);
+  EXPECT_EQ(static_cast<int64_t>(set.group_layers(1).size()), 5);
+  const int64_t n = 156;  // 150 prompt + 6 decoded
+  EXPECT_EQ(set.group(1).n_tokens(), n);
+  // Blocks held by the sliding group: those of the window only ([n - 7, n) spans <= 3 blocks).
+  const kv::KvStats sliding = set.group(1).stats();
+  EXPECT_EQ(sliding.dropped_blocks, (n - c.n_swa) / 4);
+  EXPECT_LE(sliding.window_blocks, 3 + 1);
+  EXPECT_EQ(set.group(0).stats().dropped_blocks, 0);  // the global layer holds everything
+  EXPECT_EQ(set.group(0).stats().window_blocks, kv::ceil_div(n, 4));
+
+  // Snapshot mid-run, restore into a fresh session, decode on: the same tokens and logits.
+  const std::string path = dir.file("gemma3.kv");
+  ASSERT_TRUE(cs->save_kv(path).ok());
+  auto restored = cpu_session(*m, 2, 512, kv);
+  auto* rs = dynamic_cast<cpu::CpuSession*>(restored.get());
+  ASSERT_TRUE(rs->load_kv(path).ok());
+  EXPECT_EQ(rs->caches().group(1).first_held_block(), set.group(1).first_held_block());
+  // The whole sequence again: only the last position's logits are recomputed, attending the
+  // sliding layers' held blocks.
+  std::vector<int32_t> history = prompt;
+  history.insert(history.end(), r.greedy.begin(), r.greedy.end());
+  ASSERT_TRUE(restored->eval(history, true).ok());
+  EXPECT_EQ(std::vector<float>(restored->logits().begin(), restored->logits().end()),
+            std::vector<float>(fast->logits().begin(), fast->logits().end()));
+  for (int i = 0; i < 4; ++i) {
+    const int32_t id = argmax(fast->logits());
+    ASSERT_TRUE(fast->eval(std::span<const int32_t>(&id, 1), true).ok());
+    ASSERT_TRUE(restored->eval(std::span<const int32_t>(&id, 1), true).ok());
+    EXPECT_EQ(std::vector<float>(restored->logits().begin(), restored->logits().end()),
+              std::vector<float>(fast->logits().begin(), fast->logits().end()))
+        << "step " << i;
+  }
+}
+
+// The planner counts the sliding layers' bounded windows (what the session above holds) and
+// their share of a dense model's KV.
+TEST(Archs, PlanCountsGemma3SlidingKvPerLayer) {
+  TempDir dir;
+  TestModelSpec spec = arch_test_spec("gemma3");
+  spec.n_ctx = 131072;
+  auto m = load(dir, spec);
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  kv::PlanInput in;
+  in.n_layer = c.n_layer;
+  in.n_kv_heads = c.n_head_kv;
+  in.head_dim = c.head_dim;
+  in.head_dim_v = c.head_dim_v;
+  in.n_ctx = 131072;
+  kv::PlanInput dense = in;
+  in.layer_span = c.layer_attn_span;
+  auto p = kv::make_plan(in);
+  auto d = kv::make_plan(dense);
+  ASSERT_TRUE(p.ok() && d.ok());
+  const int64_t n_global =
+      std::count(c.layer_attn_span.begin(), c.layer_attn_span.end(), int64_t{0});
+  EXPECT_EQ(p->sliding_layers, c.n_layer - n_global);
+  EXPECT_EQ(p->host.bytes * c.n_layer, d->host.bytes * n_global);
+  EXPECT_LT(p->kv_bytes * 5, d->kv_bytes);  // 1 global layer of 6: about a sixth
+}
 
 }  // namespace
 }  // namespace spw

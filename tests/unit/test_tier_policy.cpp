@@ -703,6 +703,25 @@ TEST(TierPolicyDefaultContext, OtherwiseTheLargestThatFitsWithTheNote) {
   EXPECT_EQ(t.host_slots, 31);
 }
 
+// Sliding-window layers hold only their window: with layer 1 sliding (span 32), the global
+// layer's blocks are 2048 B and the sliding window at its fullest (span + a 512 ubatch: 35
+// blocks of 2048 B = 71680 B) comes off the budget first: 200000 - 71680 = 128320 B hold the
+// window's 17 blocks and 45 host blocks, (17 + 45) x 16 = 992 tokens.
+TEST(TierPolicyDefaultContext, SlidingLayersCountOnlyTheirWindow) {
+  ContextRequest r = default_request(400'000);
+  r.layer_span = {0, 32};
+  const ContextChoice c = choice_ok(r);
+  EXPECT_TRUE(c.chosen);
+  EXPECT_EQ(c.trained_kv_bytes, 256 * 2048 + 35 * 2048);
+  EXPECT_EQ(c.n_ctx, 992);
+  // Every layer sliding: the trained context, whatever the budget.
+  r.layer_span = {32, 32};
+  const ContextChoice all = choice_ok(r);
+  EXPECT_FALSE(all.chosen);
+  EXPECT_EQ(all.n_ctx, 4096);
+  EXPECT_EQ(all.trained_kv_bytes, 35 * 4096);
+}
+
 TEST(TierPolicyDefaultContext, ADiskBudgetHoldsTheBlocksPastTheRam) {
   ContextRequest r = default_request(400'000);
   r.kv.disk_budget = 10 * kBlock16Bytes;

@@ -45,7 +45,8 @@ Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
   const ModelConfig& c = model.config();
   if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
   const kv::KvCacheConfig kc = kv_cache_config(model, params, cpu.kv, kv::WindowHome::Ram);
-  auto cache = kv::KvCache::create(kc);
+  // One cache per attention span: the sliding-window layers' drops what they never attend.
+  auto cache = kv::KvCacheSet::create(kc, c.layer_attn_span);
   if (!cache) return cache.error();
   std::unique_ptr<CpuSession> s;
   try {
@@ -68,11 +69,13 @@ Status CpuSession::reserve_scratch() {
   const std::pair<std::vector<float>*, int64_t> per_token[] = {
       {&x_, c_.n_embd}, {&h_, c_.n_embd},     {&q_, q_dim},       {&k_cur_, k_dim},
       {&v_cur_, v_dim}, {&attn_, attn_dim},   {&tmp_, c_.n_embd}, {&gate_, c_.n_ff},
-      {&up_, c_.n_ff},  {&rope_cs_, c_.n_rot}};
+      {&up_, c_.n_ff},  {&qkv_, q_dim + k_dim + v_dim}};
   int64_t floats = c_.n_vocab;  // logits_
   for (const auto& [v, width] : per_token) floats += n * width;
+  floats += static_cast<int64_t>(ropes_.size()) * n * c_.n_rot;  // each RoPE's cos/sin table
   try {
     for (const auto& [v, width] : per_token) v->reserve(static_cast<size_t>(n * width));
+    for (RopeTable& r : ropes_) r.cs.reserve(static_cast<size_t>(n * c_.n_rot));
     logits_.reserve(static_cast<size_t>(c_.n_vocab));
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
     return make_error(
@@ -85,7 +88,7 @@ Status CpuSession::reserve_scratch() {
 }
 
 CpuSession::CpuSession(const Model& model, const SessionParams& params, const CpuSessionParams& cpu,
-                       std::unique_ptr<kv::KvCache> cache)
+                       std::unique_ptr<kv::KvCacheSet> cache)
     : m_(model),
       c_(model.config()),
       packed_(PackedWeights::of(model)),
@@ -112,7 +115,8 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
 
   // RoPE tables: one per distinct RoPE among the layers; the session's rope factors (llama3's
   // rope_freqs, or LongRoPE's long/short set chosen by this context) apply to all of them.
-  const std::vector<float> factors = dequantize_vector(m_.rope_factors(cache_->config().n_ctx));
+  const std::vector<float> factors =
+      dequantize_vector(m_.rope_factors(cache_->primary().config().n_ctx));
   layer_rope_.resize(static_cast<size_t>(c_.n_layer));
   std::vector<const RopeParams*> seen;
   for (int64_t il = 0; il < c_.n_layer; ++il) {
@@ -146,7 +150,7 @@ CpuSession::CpuSession(const Model& model, const SessionParams& params, const Cp
                  kv_ggml_type(params.kv_type_v),
                  static_cast<float>(c_.attn_scale),
                  span};
-      scheds_.push_back(std::make_unique<TieredAttention>(d, cache_->layout().window,
+      scheds_.push_back(std::make_unique<TieredAttention>(d, cache_->cache_of(il).layout().window,
                                                           cpu.kv.attention, cpu.kv.top_k));
     }
     layer_sched_[static_cast<size_t>(il)] = i;
@@ -188,7 +192,7 @@ Status CpuSession::check_room(std::span<const int32_t> tokens, int64_t n_past) c
   const int64_t cap = cache_->max_tokens();
   const auto n = static_cast<int64_t>(tokens.size());
   if (n_past + n <= cap) return Status::Ok();
-  if (cap < cache_->config().n_ctx) {  // the window and the budgets limit, not n_ctx
+  if (cap < cache_->primary().config().n_ctx) {  // the window and the budgets limit, not n_ctx
     return make_error(
         "context full: {} tokens fit in the budgets you set {}; {} used, {} more "
         "requested",

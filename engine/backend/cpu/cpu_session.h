@@ -28,6 +28,7 @@
 #include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_cache_set.h"
 #include "engine/model/model.h"
 #include "engine/session/session.h"
 
@@ -74,7 +75,11 @@ class CpuSession final : public Session {
   /// Everything the session counts (usage.h): attention times in thread-seconds, the cache's
   /// tiers (spills in flight may still land: flush_kv() first for final tiers), the RSS.
   SessionUsage usage() const override;
-  const kv::KvCache& cache() const { return *cache_; }
+  /// The global layers' cache (every layer's unless some slide): its layout is the paging the
+  /// session reports.
+  const kv::KvCache& cache() const { return cache_->primary(); }
+  /// Every layer group's cache (kv_cache_set.h).
+  const kv::KvCacheSet& caches() const { return *cache_; }
 
   /// Waits for the spills in flight (the tiers in usage() are then final).
   Status flush_kv() { return cache_->flush(); }
@@ -87,7 +92,7 @@ class CpuSession final : public Session {
 
  private:
   CpuSession(const Model& model, const SessionParams& params, const CpuSessionParams& cpu,
-             std::unique_ptr<kv::KvCache> cache);
+             std::unique_ptr<kv::KvCacheSet> cache);
   // The ubatch's scratch at its largest, allocated once at create(): layer()'s resizes then
   // never allocate, and a machine without the RAM for it is told at create() with the numbers.
   Status reserve_scratch();
@@ -119,7 +124,7 @@ class CpuSession final : public Session {
   SessionParams p_;
   CpuSessionParams cp_;
   ThreadPool pool_;
-  std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<kv::KvCacheSet> cache_;
   int64_t n_past_ = 0;
   int64_t base_ = 0;              // first position of the ubatch being computed
   std::vector<int32_t> history_;  // [n_past]: the tokens whose KV the cache holds
