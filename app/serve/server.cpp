@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 
 #include <signal.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -595,6 +598,11 @@ Status Server::start() {
   // A client that goes away mid-response must not kill the process: writes then fail (EPIPE)
   // and cancel the generation instead.
   ignore_sigpipe();
+#ifdef __GLIBC__
+  // A fixed mmap threshold: request buffers of 1 MiB and more are mapped and go back to the
+  // system when freed, rather than raising glibc's threshold and staying in the heap.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   m.setup_routes();
   const std::string bind_host = o.host == "[::1]" ? "::1" : o.host;
   errno = 0;

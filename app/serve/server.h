@@ -22,7 +22,8 @@
 // tokenized (ServeBackend::max_token_bytes).
 //
 // start() sets SIGPIPE to ignored when it has its default action (a write to a vanished client
-// must fail, not end the process).
+// must fail, not end the process), and (glibc) fixes the process's mmap threshold at 1 MiB so
+// that big request buffers return to the system when freed.
 //
 // Security: loopback hosts only, unless an API key of at least 16 bytes is set; with a key every
 // request needs "Authorization: Bearer KEY" (the key byte for byte, compared in constant time;
