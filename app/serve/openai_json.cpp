@@ -214,6 +214,10 @@ std::optional<CompletionRequest> parse_completion_request(const std::string& bod
   } catch (const json::parse_error& e) {
     p.fail("", "the request body is not valid JSON (at byte " + std::to_string(e.byte) + ")");
     return std::nullopt;
+  } catch (const json::exception&) {
+    // out_of_range 406: a number past the range of a double ("1e999").
+    p.fail("", "the request body is not valid JSON (a number out of range)");
+    return std::nullopt;
   }
   if (!j.is_object()) {
     p.fail("", std::string("the request body must be a JSON object, not ") + type_name(j));
