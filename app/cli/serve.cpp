@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "app/remote/openai_client.h"
 #include "app/runtime/engine.h"
 #include "app/serve/server.h"
+#include "engine/common/size.h"
 
 namespace spw::cli {
 
@@ -36,6 +38,18 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
   c->add_option("--alias", a.alias, "Model id to serve (default: the model's file name)");
   c->add_option("--max-queue", a.max_queue,
                 "Requests that may wait for the engine; more are answered 503")
+      ->capture_default_str();
+  c->add_option("--max-body", a.max_body,
+                "Largest request body (e.g. 512KiB, 8MiB); larger ones are answered 413")
+      ->capture_default_str();
+  c->add_option("--max-connections", a.max_connections,
+                "Open connections at most; more are answered 503 at once")
+      ->capture_default_str();
+  c->add_option("--max-client-connections", a.max_client_connections,
+                "Open connections from one client address at most; more are answered 503")
+      ->capture_default_str();
+  c->add_option("--header-timeout", a.header_timeout_s,
+                "Seconds a request's line and headers may take to arrive (then 408)")
       ->capture_default_str();
   add_kv_options(*c, a.kv);
   return c;
@@ -88,6 +102,30 @@ int run_serve(ServeArgs& a) {
                  a.host.c_str());
     return 1;
   }
+  if (!app::serve::is_loopback_host(a.host) && api_key.size() < app::serve::kMinApiKeyBytes) {
+    std::fprintf(stderr,
+                 "error: refusing to listen on %s with an API key of %zu bytes: a key for a "
+                 "non-loopback address needs at least %zu (e.g. openssl rand -hex 16)\n",
+                 a.host.c_str(), api_key.size(), app::serve::kMinApiKeyBytes);
+    return 1;
+  }
+  const Expected<int64_t> max_body = parse_size(a.max_body);
+  if (!max_body || *max_body < 1) {
+    std::fprintf(stderr, "error: --max-body %s: %s\n", a.max_body.c_str(),
+                 max_body ? "must be at least 1 byte" : max_body.error().message.c_str());
+    return 1;
+  }
+  if (a.max_connections < 1 || a.max_client_connections < 1) {
+    std::fprintf(stderr,
+                 "error: --max-connections and --max-client-connections must be at least "
+                 "1\n");
+    return 1;
+  }
+  if (!(a.header_timeout_s > 0 && a.header_timeout_s <= 3600)) {
+    std::fprintf(stderr, "error: --header-timeout %g: must be in (0, 3600] seconds\n",
+                 a.header_timeout_s);
+    return 1;
+  }
   if (a.port < 0 || a.port > 65535) {
     std::fprintf(stderr, "error: --port %d: not a port (0-65535)\n", a.port);
     return 1;
@@ -130,6 +168,10 @@ int run_serve(ServeArgs& a) {
   o.api_key = api_key;
   o.model_id = a.alias.empty() ? std::filesystem::path(a.model).filename().string() : a.alias;
   o.max_queue = a.max_queue;
+  o.limits.max_body_bytes = size_t(*max_body);
+  o.limits.max_connections = a.max_connections;
+  o.limits.max_per_client = a.max_client_connections;
+  o.limits.head_timeout_ms = std::max(1, int(a.header_timeout_s * 1000));
   o.log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);

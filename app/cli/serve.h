@@ -2,13 +2,15 @@
 //
 //   spillway-cli serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [-t N] [--device D]
 //                      [--cache-type-k T] [--cache-type-v T] [--kv-* ...] [--max-queue N]
-//                      [--alias ID]
+//                      [--alias ID] [--max-body SIZE] [--max-connections N]
+//                      [--max-client-connections N] [--header-timeout S]
 //
 // stdout: one line "listening on http://HOST:PORT" once requests are accepted (with --port 0
 // the port the system chose); stderr: load notes and one line per request. SIGINT or SIGTERM
 // stops it (exit 0). The API key is read from SPILLWAY_API_KEY, never from a flag (flags show in
-// `ps`). Errors (stderr "error: ...", exit 1): a non-loopback --host without SPILLWAY_API_KEY, a
-// port that cannot be bound, a model that does not load, bad engine or KV flags.
+// `ps`). Errors (stderr "error: ...", exit 1): a non-loopback --host without SPILLWAY_API_KEY or
+// with one shorter than 16 bytes, a port that cannot be bound, a model that does not load, bad
+// engine, KV or limit flags.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +33,12 @@ struct ServeArgs {
   std::string cache_type_v = "f16";
   std::string device = "auto";
   std::string template_name;
-  std::string alias;  // the model id served; empty: the model's file name
-  int max_queue = 8;  // requests waiting for the engine
+  std::string alias;                // the model id served; empty: the model's file name
+  int max_queue = 8;                // requests waiting for the engine
+  std::string max_body = "8MiB";    // request bodies larger: 413 (a size: 512KiB, 8MiB, ...)
+  int max_connections = 64;         // open connections in all
+  int max_client_connections = 16;  // open connections from one client address
+  double header_timeout_s = 5;      // the whole request head within it, else 408
   KvArgs kv;
 };
 

@@ -1,7 +1,7 @@
 // The remote-endpoint client against our own server on loopback: greedy results equal the
 // local engine's (streamed and whole), and the failure classes the job runner retries on
-// (connection refused, 503 with Retry-After: transient; 400, 401: permanent), cancellation and
-// URL parsing. Tests that need no model run the server on a scripted backend.
+// (connection refused, 429 or 503 with Retry-After: transient; 400, 401: permanent), cancellation
+// and URL parsing. Tests that need no model run the server on a scripted backend.
 #include "app/remote/openai_client.h"
 
 #include <gtest/gtest.h>
@@ -98,17 +98,17 @@ TEST(OpenAIClient, ConnectionRefusedIsTransientAndNamesTheUrl) {
 TEST(OpenAIClient, BusyServerIsRetriedThenTransient) {
   ScriptedBackend fake;
   ServerOptions o = options_on_any_port();
-  o.max_queue = 0;  // every request is told 503
+  o.max_queue = 0;  // every request is told 429
   Server server(o, fake.backend());
   ASSERT_TRUE(server.start().ok());
   const RemoteResult r = client_for(server.port()).chat({{ChatRole::User, "x"}}, greedy(2));
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.error.transient);
-  EXPECT_EQ(r.error.http_status, 503);
+  EXPECT_EQ(r.error.http_status, 429);
   EXPECT_EQ(r.error.retry_after_s, 2.0);
   EXPECT_EQ(r.attempts, 3);
   EXPECT_EQ(server.stats().rejected_busy, 3);
-  EXPECT_NE(r.error.message.find("HTTP 503"), std::string::npos) << r.error.message;
+  EXPECT_NE(r.error.message.find("HTTP 429"), std::string::npos) << r.error.message;
 }
 
 TEST(OpenAIClient, ClientErrorsArePermanentAndNotRetried) {

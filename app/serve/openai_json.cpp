@@ -198,9 +198,25 @@ std::string error_json(const ApiError& e) {
 std::optional<CompletionRequest> parse_completion_request(const std::string& body, bool chat,
                                                           ApiError* error) {
   Parser p{error};
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    p.fail("", "the request body is not valid JSON");
+  // Nesting deeper than any request needs is refused while parsing (the parse stops there).
+  struct TooDeep {};
+  const json::parser_callback_t depth_guard = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) throw TooDeep{};
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(body, depth_guard);
+  } catch (const TooDeep&) {
+    p.fail("",
+           "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return std::nullopt;
+  } catch (const json::parse_error& e) {
+    p.fail("", "the request body is not valid JSON (at byte " + std::to_string(e.byte) + ")");
+    return std::nullopt;
+  } catch (const json::exception&) {
+    // out_of_range 406: a number past the range of a double ("1e999").
+    p.fail("", "the request body is not valid JSON (a number out of range)");
     return std::nullopt;
   }
   if (!j.is_object()) {

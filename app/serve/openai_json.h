@@ -43,9 +43,13 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
 };
 
+/// Nesting depth of JSON a request body may have (objects and arrays); deeper: 400.
+inline constexpr int kMaxJsonDepth = 32;
+
 /// Parses a request body. `chat`: the chat endpoint's body (messages), else the text one
-/// (prompt: a string or an array of exactly one string). Errors (all status 400): not JSON,
-/// not an object, a required field missing, a field of the wrong type ("temperature must be a
+/// (prompt: a string or an array of exactly one string). Errors (all status 400): not JSON (the
+/// message names the byte offset), nested deeper than kMaxJsonDepth, not an object, a required
+/// field missing, a field of the wrong type ("temperature must be a
 /// number", param "temperature"), out of range (temperature in [0, 2], top_p in (0, 1],
 /// max_tokens >= 0, n == 1, at most 16 stop strings; empty stop strings are dropped), an unknown
 /// role, a content part that is not text.

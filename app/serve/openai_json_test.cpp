@@ -119,6 +119,23 @@ TEST(OpenAIJson, Errors) {
       "stream_options.include_usage");
 }
 
+// Found by tests/fuzz (corpus/http_request/regress-number-overflow.txt): a number past a
+// double's range made the parser throw out_of_range, which the server answered 500.
+TEST(OpenAIJson, MalformedJsonNamesWhereAndDepthIsBounded) {
+  EXPECT_EQ(parse_bad("41e2041e").message,
+            "the request body is not valid JSON (a number out of range)");
+  EXPECT_EQ(
+      parse_bad(R"({"messages":[{"role":"user","content":"x"}],"temperature":1e999})").message,
+      "the request body is not valid JSON (a number out of range)");
+  EXPECT_EQ(parse_bad("{bad json").message, "the request body is not valid JSON (at byte 2)");
+  EXPECT_EQ(parse_bad(std::string(100000, '[')).message,
+            "the request body nests JSON deeper than 32 levels");
+  const std::string deep_ok = std::string(31, '[') + std::string(31, ']');
+  EXPECT_EQ(
+      parse_bad(R"({"messages":[{"role":"user","content":"x"}],"stop":)" + deep_ok + "}").param,
+      "stop");  // 32 levels parse; the field's type is what is wrong
+}
+
 TEST(OpenAIJson, ErrorObject) {
   const json j =
       json::parse(error_json(ApiError{400, "bad thing", "invalid_request_error", "", ""}));

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -165,6 +166,45 @@ inline int connect_loopback(int port) {
     return -1;
   }
   return fd;
+}
+
+/// A TCP connection to 127.0.0.1:port from the loopback address `source` (e.g. "127.0.0.2", so
+/// that a test's clients count as another client address); -1 on failure.
+inline int connect_loopback_from(int port, const char* source) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &src.sin_addr);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Everything `fd` receives until the peer closes or `deadline_s` seconds pass (a deadline that
+/// only detects a hang).
+inline std::string read_until_close(int fd, int deadline_s = 30) {
+  std::string out;
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(deadline_s);
+  char buf[8192];
+  while (std::chrono::steady_clock::now() < end) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      out.append(buf, size_t(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      break;
+    }
+  }
+  return out;
 }
 
 inline bool send_all(int fd, const std::string& s) {

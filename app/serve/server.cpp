@@ -1,12 +1,13 @@
 #include "app/serve/server.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <signal.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -24,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "app/serve/http.h"
+#include "app/serve/http_guard.h"
 #include "app/serve/openai_json.h"
 
 namespace spw::app::serve {
@@ -35,6 +37,14 @@ ServeBackend engine_backend(const Engine& engine) {
   b.text = [&engine](const std::string& p, const Completion& c, const RunCallbacks& cb) {
     return complete_text(engine, p, c, cb);
   };
+  b.n_ctx = engine.settings().n_ctx > 0 ? engine.settings().n_ctx : engine.info().n_ctx_train;
+  // Each token stands for at most its piece's bytes of the text it was cut from (byte-fallback
+  // and special tokens included: special texts are never parsed from user text).
+  const Tokenizer& tok = engine.tokenizer();
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    b.max_token_bytes = std::max(b.max_token_bytes, tok.token_to_piece(id, true).size());
+  }
+  b.max_token_bytes = std::max<size_t>(b.max_token_bytes, 1);
   return b;
 }
 
@@ -53,49 +63,6 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Port and numeric address of a socket address (as httplib fills Request::remote_addr).
-int port_of(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-  return -1;
-}
-std::string addr_of(const sockaddr_storage& a, socklen_t len) {
-  char host[NI_MAXHOST] = {};
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, nullptr, 0,
-                  NI_NUMERICHOST) != 0) {
-    return {};
-  }
-  return host;
-}
-
-// The connected socket a request came on, or -1: httplib 0.11 does not hand it to handlers, so
-// it is found by its (local port, remote address, remote port), unique per TCP connection.
-int find_connection_fd(const httplib::Request& req) {
-#ifdef __linux__
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return -1;
-  int found = -1;
-  while (const dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof local, peer_len = sizeof peer;
-    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (port_of(local) != req.local_port) continue;
-    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-    if (port_of(peer) != req.remote_port || addr_of(peer, peer_len) != req.remote_addr) continue;
-    found = int(fd);
-    break;
-  }
-  closedir(dir);
-  return found;
-#else
-  (void)req;
-  return -1;
-#endif
 }
 
 // True once the peer has closed its side (orderly FIN or reset). Pending bytes (a pipelined
@@ -151,12 +118,37 @@ void ignore_sigpipe() {
   }
 }
 
-// Compares a presented key with the real one in time independent of where they differ.
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i]) ^ uint8_t(b[i]);
-  return diff == 0;
+// A prompt whose bytes alone prove that it cannot fit the context (each token spans at most
+// max_token_bytes of it), refused before it is tokenized; and max_tokens clamped to the context.
+std::optional<ApiError> cannot_fit(CompletionRequest& r, const ServeBackend& b) {
+  if (b.n_ctx <= 0) return std::nullopt;
+  if (r.completion.max_tokens > b.n_ctx) r.completion.max_tokens = int32_t(b.n_ctx);
+  if (b.max_token_bytes == 0) return std::nullopt;
+  size_t bytes = r.prompt.size();
+  for (const ChatMessage& m : r.messages) bytes += m.content.size();
+  const uint64_t at_least = (uint64_t(bytes) + b.max_token_bytes - 1) / b.max_token_bytes;
+  if (at_least <= uint64_t(b.n_ctx)) return std::nullopt;
+  return ApiError{400,
+                  fmt::format("the prompt has at least {} tokens ({} bytes, at most {} bytes a "
+                              "token); the context holds {}",
+                              at_least, bytes, b.max_token_bytes, b.n_ctx),
+                  "invalid_request_error", r.chat ? "messages" : "prompt",
+                  "context_length_exceeded"};
+}
+
+// The connection threads: as many as asked, or enough for the queue and twice the connections.
+int thread_count(const ServerOptions& o) {
+  if (o.http_threads > 0) return o.http_threads;
+  return std::max({std::max(o.max_queue, 0) + 8, 128, 2 * o.limits.max_connections});
+}
+
+// The limits as applied: with a thread count set, at most 3/4 of its threads hold connections.
+HttpLimits effective_limits(const ServerOptions& o) {
+  HttpLimits l = o.limits;
+  if (o.http_threads > 0)
+    l.max_connections = std::min(l.max_connections, std::max(1, o.http_threads * 3 / 4));
+  l.max_per_client = std::min(l.max_per_client, l.max_connections);
+  return l;
 }
 
 }  // namespace
@@ -164,7 +156,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 struct Server::Impl {
   ServerOptions opt;
   ServeBackend backend;
-  httplib::Server http;
+  std::unique_ptr<GuardedServer> http;  // made by setup_routes
   int64_t created = unix_now();
   int port = 0;
   int listen_fd = -1;  // the listening socket (the last one httplib's socket options saw)
@@ -332,6 +324,12 @@ struct Server::Impl {
         parsed.reset();
       }
     }
+    if (parsed) {
+      if (std::optional<ApiError> e = cannot_fit(*parsed, backend)) {
+        err = *e;
+        parsed.reset();
+      }
+    }
     if (!parsed) {
       count([](ServerStats& s) { ++s.bad_requests; });
       send_error(res, err);
@@ -340,14 +338,14 @@ struct Server::Impl {
     }
     auto job = std::make_shared<Job>();
     job->req = std::move(*parsed);
-    job->fd = find_connection_fd(req);
+    job->fd = current_connection_fd();
     switch (enqueue(job)) {
       case Enqueue::Ok:
         break;
       case Enqueue::Full:
         count([](ServerStats& s) { ++s.rejected_busy; });
         res.set_header("Retry-After", std::to_string(opt.retry_after_s));
-        send_error(res, ApiError{503,
+        send_error(res, ApiError{429,
                                  fmt::format("the server is busy: {} requests are waiting for the "
                                              "engine; retry after {} s",
                                              opt.max_queue, opt.retry_after_s),
@@ -459,25 +457,38 @@ struct Server::Impl {
   }
 
   void setup_routes() {
-    // Connections wait in these threads while their request is read, so a few slow or idle
-    // clients must not take them all: far more threads than the queue holds, and a short read
-    // timeout.
-    const int threads =
-        opt.http_threads > 0 ? opt.http_threads : std::max(std::max(opt.max_queue, 0) + 8, 128);
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    http.set_read_timeout(10);
-    http.set_write_timeout(60);
-    http.set_keep_alive_timeout(5);
-    http.set_payload_max_length(opt.max_body_bytes);
+    // Connections wait in these threads while their request is read; the front door admits
+    // far fewer connections than there are threads, so a slow client never takes the last one.
+    const HttpLimits lim = effective_limits(opt);
+    const int threads = thread_count(opt);
+    FrontDoorPolicy door;
+    door.limits = lim;
+    door.api_key = opt.api_key;
+    door.retry_after_s = opt.retry_after_s;
+    door.allowed_methods = [](const std::string& path) -> std::string {
+      if (path == "/v1/models" || path == "/models" || path == "/health" ||
+          path.rfind("/v1/models/", 0) == 0) {
+        return "GET";
+      }
+      if (path == "/v1/chat/completions" || path == "/chat/completions" ||
+          path == "/v1/completions" || path == "/completions") {
+        return "POST";
+      }
+      return "";
+    };
+    door.log = [this](const std::string& line) { log(line); };
+    http = std::make_unique<GuardedServer>(std::move(door));
+    http->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    http->set_write_timeout(std::max(lim.write_timeout_ms / 1000, 1));
     // httplib's default sets SO_REUSEPORT, which lets a second server share the port silently;
     // SO_REUSEADDR only allows a restart over connections in TIME_WAIT.
-    http.set_socket_options([this](int sock) {
+    http->set_socket_options([this](int sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       listen_fd = sock;
     });
 
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
       // The body is JSON whatever the client calls it. `curl -d` labels it
       // application/x-www-form-urlencoded, for which httplib refuses bodies over 8 KiB (413)
       // when it reads them, after this handler: relabel it so the body limit is ours. The
@@ -488,26 +499,9 @@ struct Server::Impl {
         if (it->second.rfind("application/x-www-form-urlencoded", 0) == 0)
           it->second = "application/json";
       }
-      if (opt.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string auth = req.get_header_value("Authorization");
-      const std::string prefix = "Bearer ";
-      if (auth.size() > prefix.size() &&
-          std::equal(prefix.begin(), prefix.end(), auth.begin(),
-                     [](char a, char b) { return std::tolower(a) == std::tolower(b); }) &&
-          constant_time_equal(auth.substr(prefix.size()), opt.api_key)) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      count([](ServerStats& s) { ++s.unauthorized; });
-      log(fmt::format("{} {} 401 ({})", req.method, req.path,
-                      auth.empty() ? "no API key" : "wrong API key"));
-      send_error(res, ApiError{401,
-                               auth.empty() ? "missing API key: send the header 'Authorization: "
-                                              "Bearer KEY'"
-                                            : "incorrect API key",
-                               "invalid_request_error", "", "invalid_api_key"});
-      return httplib::Server::HandlerResponse::Handled;
+      return httplib::Server::HandlerResponse::Unhandled;
     });
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       ApiError e{res.status, fmt::format("HTTP {} for {} {}", res.status, req.method, req.path),
                  "invalid_request_error", "", ""};
@@ -523,7 +517,7 @@ struct Server::Impl {
       }
       res.set_content(error_json(e), "application/json");
     });
-    http.set_exception_handler(
+    http->set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
           std::string what = "unknown exception";
           try {
@@ -538,9 +532,9 @@ struct Server::Impl {
     const auto models = [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(models_json(opt.model_id, created), "application/json");
     };
-    http.Get("/v1/models", models);
-    http.Get("/models", models);
-    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    http->Get("/v1/models", models);
+    http->Get("/models", models);
+    http->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (req.matches[1] != opt.model_id) {
         send_error(res, ApiError{404,
                                  fmt::format("the model '{}' does not exist (served: '{}')",
@@ -550,16 +544,16 @@ struct Server::Impl {
       }
       res.set_content(model_json(opt.model_id, created), "application/json");
     });
-    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    http->Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
     for (const char* p : {"/v1/chat/completions", "/chat/completions"}) {
-      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) {
+      http->Post(p, [this](const httplib::Request& req, httplib::Response& res) {
         handle_completion(req, res, true);
       });
     }
     for (const char* p : {"/v1/completions", "/completions"}) {
-      http.Post(p, [this](const httplib::Request& req, httplib::Response& res) {
+      http->Post(p, [this](const httplib::Request& req, httplib::Response& res) {
         handle_completion(req, res, false);
       });
     }
@@ -587,18 +581,35 @@ Status Server::start() {
         "then send 'Authorization: Bearer KEY'), or listen on 127.0.0.1",
         o.host);
   }
+  if (!is_loopback_host(o.host) && o.api_key.size() < kMinApiKeyBytes) {
+    return make_error(
+        "refusing to listen on {} with an API key of {} bytes: a key for a non-loopback address "
+        "needs at least {} (e.g. openssl rand -hex 16)",
+        o.host, o.api_key.size(), kMinApiKeyBytes);
+  }
+  const HttpLimits& l = o.limits;
+  if (l.max_connections < 1 || l.max_per_client < 1 || l.max_body_bytes < 1 ||
+      l.head_timeout_ms < 1 || l.body_timeout_ms < 1 || l.idle_timeout_ms < 1 ||
+      l.write_timeout_ms < 1 || l.max_requests_per_connection < 1) {
+    return Error{"the server's connection limits must be positive"};
+  }
   if (o.port < 0 || o.port > 65535) return make_error("--port {}: not a port (0-65535)", o.port);
   if (!m.backend.chat || !m.backend.text) return Error{"the server has no engine"};
   // A client that goes away mid-response must not kill the process: writes then fail (EPIPE)
   // and cancel the generation instead.
   ignore_sigpipe();
+#ifdef __GLIBC__
+  // A fixed mmap threshold: request buffers of 1 MiB and more are mapped and go back to the
+  // system when freed, rather than raising glibc's threshold and staying in the heap.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   m.setup_routes();
   const std::string bind_host = o.host == "[::1]" ? "::1" : o.host;
   errno = 0;
   if (o.port == 0) {
-    m.port = m.http.bind_to_any_port(bind_host);
+    m.port = m.http->bind_to_any_port(bind_host);
     if (m.port < 0) m.port = 0;
-  } else if (m.http.bind_to_port(bind_host, o.port)) {
+  } else if (m.http->bind_to_port(bind_host, o.port)) {
     m.port = o.port;
   }
   if (m.port == 0) {
@@ -615,13 +626,13 @@ Status Server::start() {
   }
   m.worker = std::thread([&m] { m.worker_loop(); });
   m.listener = std::thread([&m] {
-    m.http.listen_after_bind();
+    m.http->listen_after_bind();
     std::lock_guard<std::mutex> lock(m.state_mu);
     m.listener_done = true;
     m.state_cv.notify_all();
   });
   // stop() before the listener runs would not reach it: wait until it accepts.
-  while (!m.http.is_running()) {
+  while (!m.http->is_running()) {
     {
       std::lock_guard<std::mutex> lock(m.state_mu);
       if (m.listener_done) break;
@@ -653,7 +664,7 @@ void Server::stop() {
   m.qcv.notify_all();
   for (const auto& job : waiting) Impl::finish(*job, Impl::cancelled_result());
   if (m.worker.joinable()) m.worker.join();  // the running generation sees stop_flag
-  m.http.stop();
+  m.http->stop();
   if (m.listener.joinable()) m.listener.join();
 }
 
@@ -668,6 +679,13 @@ ServerStats Server::stats() const {
   {
     std::lock_guard<std::mutex> lock(impl_->stats_mu);
     s = impl_->stats;
+  }
+  if (impl_->http) {
+    const FrontDoorStats d = impl_->http->front_door_stats();
+    s.unauthorized += d.unauthorized;
+    s.rejected_connections += d.refused_connections;
+    s.refused_requests += d.refused_requests;
+    s.open_connections = d.open_connections;
   }
   std::lock_guard<std::mutex> lock(impl_->qmu);
   s.waiting = int64_t(impl_->queue.size());

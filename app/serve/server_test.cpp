@@ -1,6 +1,6 @@
 // The OpenAI-compatible server through a real HTTP client on loopback (httplib::Client): the
 // response formats against the engine run directly (stories260K, greedy), stop strings and
-// max_tokens, 400s and 401s, a full queue's 503, disconnects that cancel, 64 clients at once.
+// max_tokens, 400s and 401s, a full queue's 429, disconnects that cancel, 64 clients at once.
 // Tests that need no model run on a scripted backend.
 #include "app/serve/server.h"
 
@@ -19,10 +19,14 @@ namespace {
 using nlohmann::json;
 using namespace testing;
 
+// The connection caps as high as the tests' 64 clients from one address need (the caps are
+// front_door_test.cpp's), so that a 64-client test sees the queue policy alone.
 ServerOptions loopback_options(const std::string& model_id = "test.gguf") {
   ServerOptions o;
   o.port = 0;
   o.model_id = model_id;
+  o.limits.max_connections = 96;
+  o.limits.max_per_client = 96;
   return o;
 }
 
@@ -317,7 +321,7 @@ TEST(ServeEngineDisconnect, StreamingClientThatLeavesCancelsTheEngine) {
   EXPECT_EQ(json::parse(next->body)["usage"]["completion_tokens"], 4);
 }
 
-TEST_F(ServeEngine, SixtyFourClientsAllAnsweredOr503) {
+TEST_F(ServeEngine, SixtyFourClientsAllAnsweredOr429) {
   std::vector<std::thread> threads;
   std::vector<int> status(64, -1);
   std::vector<std::string> retry_after(64), bodies(64);
@@ -342,10 +346,10 @@ TEST_F(ServeEngine, SixtyFourClientsAllAnsweredOr503) {
   for (auto& t : threads) t.join();
   int ok = 0, busy = 0;
   for (int i = 0; i < 64; ++i) {
-    EXPECT_TRUE(status[i] == 200 || status[i] == 503)
+    EXPECT_TRUE(status[i] == 200 || status[i] == 429)
         << "client " << i << ": " << status[i] << " " << bodies[i];
     if (status[i] == 200) ++ok;
-    if (status[i] == 503) {
+    if (status[i] == 429) {
       ++busy;
       EXPECT_EQ(retry_after[i], "2");
       EXPECT_EQ(json::parse(bodies[i])["error"]["code"], "server_busy");
@@ -426,7 +430,7 @@ TEST(Serve, RefusesNonLoopbackWithoutKey) {
   EXPECT_NE(st.error().message.find("SPILLWAY_API_KEY"), std::string::npos);
   EXPECT_EQ(server.port(), 0);
 
-  o.api_key = "k";
+  o.api_key = "a-key-of-16-byte";
   Server keyed(o, fake.backend());
   const Status st2 = keyed.start();
   EXPECT_TRUE(st2.ok()) << st2.error().message;
@@ -440,7 +444,7 @@ TEST(Serve, RefusesNonLoopbackWithoutKey) {
   EXPECT_FALSE(is_loopback_host("192.168.1.10"));
 }
 
-TEST(Serve, FullQueueAnswers503WithRetryAfter) {
+TEST(Serve, FullQueueAnswers429WithRetryAfter) {
   ScriptedBackend fake;
   fake.close_gate();
   ServerOptions o = loopback_options();
@@ -462,7 +466,8 @@ TEST(Serve, FullQueueAnswers503WithRetryAfter) {
   }
   ASSERT_EQ(server.stats().waiting, 2);
   const auto busy = post(port, "/v1/completions", body);
-  expect_error_object(busy, 503, "");
+  expect_error_object(busy, 429, "");
+  EXPECT_EQ(json::parse(busy->body)["error"]["code"], "server_busy");
   EXPECT_EQ(busy->get_header_value("Retry-After"), "2");
   fake.open_gate();
   for (auto& t : held) t.join();
@@ -631,7 +636,7 @@ TEST(Serve, SixtyFourClientsOnAScriptedEngine) {
                                 .dump());
       if (res && res->status == 200) {
         ++ok;
-      } else if (res && res->status == 503 && res->get_header_value("Retry-After") == "2") {
+      } else if (res && res->status == 429 && res->get_header_value("Retry-After") == "2") {
         ++busy;
       } else {
         ++other;

@@ -241,7 +241,7 @@ TEST(CliServe, RefusesNonLoopbackWithoutKey) {
 TEST(CliServe, ApiKeyFromTheEnvironment) {
   ServeProcess p({"serve", "-m", test_model().string(), "--host", "0.0.0.0", "--port", "0", "-t",
                   "1", "--device", "cpu"},
-                 "test-key-123");
+                 "test-key-123-abcdefgh");
   const int port = p.wait_listening();
   ASSERT_GT(port, 0) << p.err();
   const HttpReply none = http(port, "POST", "/v1/chat/completions", kChat);
@@ -249,11 +249,55 @@ TEST(CliServe, ApiKeyFromTheEnvironment) {
   EXPECT_EQ(json::parse(none.body)["error"]["code"], "invalid_api_key");
   const HttpReply wrong = http(port, "GET", "/v1/models", "", "Authorization: Bearer nope\r\n");
   EXPECT_EQ(wrong.status, 401);
-  const HttpReply right =
-      http(port, "POST", "/v1/chat/completions", kChat, "Authorization: Bearer test-key-123\r\n");
+  const HttpReply right = http(port, "POST", "/v1/chat/completions", kChat,
+                               "Authorization: Bearer test-key-123-abcdefgh\r\n");
   EXPECT_EQ(right.status, 200) << right.body;
   EXPECT_EQ(p.stop(SIGINT), 0);
   EXPECT_EQ(p.err().find("test-key-123"), std::string::npos);  // the key is never printed
+}
+
+TEST(CliServe, RefusesAShortKeyOffLoopback) {
+  const fs::path dir = tmp_dir();
+  setenv("SPILLWAY_API_KEY", "short-key", 1);
+  const CliResult r =
+      run_cli(SPILLWAY_CLI_PATH,
+              {"serve", "-m", test_model().string(), "--host", "0.0.0.0", "--port", "0"}, dir);
+  unsetenv("SPILLWAY_API_KEY");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("error: refusing to listen on 0.0.0.0 with an API key of 9 bytes: a key "
+                       "for a non-loopback address needs at least 16"),
+            std::string::npos)
+      << r.err;
+}
+
+// --max-body and the prompt that cannot fit, on the generated model (context 64 tokens here).
+TEST(CliServe, BodyLimitAndAPromptThatCannotFit) {
+  ServeProcess p({"serve", "-m", test_model().string(), "--port", "0", "-t", "1", "--device", "cpu",
+                  "-c", "64", "--max-body", "4KiB"},
+                 "");
+  const int port = p.wait_listening();
+  ASSERT_GT(port, 0) << p.err();
+  const std::string big = R"({"prompt":")" + std::string(5000, 'a') + R"("})";
+  const HttpReply too_big = http(port, "POST", "/v1/completions", big);
+  EXPECT_EQ(too_big.status, 413) << too_big.body;
+  EXPECT_EQ(json::parse(too_big.body)["error"]["message"],
+            "the request body (5013 bytes) is larger than the limit of 4096 bytes (--max-body)");
+  // 3,000 bytes are far more than 64 tokens of this vocabulary, refused before tokenizing.
+  const std::string long_prompt = R"({"prompt":")" + std::string(3000, 'a') + R"("})";
+  const HttpReply no_fit = http(port, "POST", "/v1/completions", long_prompt);
+  EXPECT_EQ(no_fit.status, 400) << no_fit.body;
+  const json e = json::parse(no_fit.body)["error"];
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_EQ(e["message"].get<std::string>().rfind("the prompt has at least ", 0), 0u) << e;
+  EXPECT_NE(e["message"].get<std::string>().find("the context holds 64"), std::string::npos);
+  const HttpReply bad_flag = http(port, "GET", "/v1/completions");
+  EXPECT_EQ(bad_flag.status, 405);
+  EXPECT_EQ(p.stop(), 0) << p.err();
+  const CliResult flag = run_cli(
+      SPILLWAY_CLI_PATH,
+      {"serve", "-m", test_model().string(), "--port", "0", "--max-body", "lots"}, tmp_dir());
+  EXPECT_EQ(flag.exit_code, 1);
+  EXPECT_NE(flag.err.find("error: --max-body lots: invalid size"), std::string::npos) << flag.err;
 }
 
 TEST(CliServe, PortInUse) {
