@@ -44,6 +44,14 @@ class TensorBinder {
 
 }  // namespace
 
+std::shared_ptr<void> Model::derived(const std::string& key,
+                                     const std::function<std::shared_ptr<void>()>& make) const {
+  const std::lock_guard<std::mutex> lock(derived_mu_);
+  std::shared_ptr<void>& slot = derived_[key];
+  if (!slot) slot = make();
+  return slot;
+}
+
 Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto file = GgufFile::open(path);
   if (!file) return file.error();
