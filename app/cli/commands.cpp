@@ -47,6 +47,17 @@ Expected<std::string> read_text_file(const std::string& path) {
   const auto st = std::filesystem::status(path, ec);
   if (ec) return make_error("{}: cannot open: {}", path, ec.message());
   if (!std::filesystem::is_regular_file(st)) return make_error("{}: not a regular file", path);
+  // Refused before it is read into RAM: a prompt file this large would not fit any context a
+  // machine holds the KV of (a million tokens is about 4 MiB of text).
+  constexpr uintmax_t kMaxPromptFileBytes = uintmax_t{64} << 20;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxPromptFileBytes) {
+    return make_error(
+        "{} is {}: a prompt file holds at most {} (a context of 131,072 tokens is "
+        "about 512 KiB of text)",
+        path, format_size(static_cast<int64_t>(size)),
+        format_size(static_cast<int64_t>(kMaxPromptFileBytes)));
+  }
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("{}: cannot open: {}", path, std::strerror(errno));

@@ -130,8 +130,10 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "error: --port %d: not a port (0-65535)\n", a.port);
     return 1;
   }
-  if (a.max_queue < 0) {
-    std::fprintf(stderr, "error: --max-queue %d must not be negative\n", a.max_queue);
+  if (a.max_queue < 1) {
+    std::fprintf(stderr,
+                 "error: --max-queue %d: at least 1 request must be able to wait for the engine\n",
+                 a.max_queue);
     return 1;
   }
   if (a.kv.default_spill_dir.empty()) a.kv.default_spill_dir = default_spill_dir(a.data_dir);

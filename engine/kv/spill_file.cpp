@@ -95,7 +95,10 @@ Expected<std::unique_ptr<SpillFile>> SpillFile::create(const std::string& dir, i
     fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) return make_error("cannot create the spill file in {}: {}", dir, errno_text(errno));
+  if (fd < 0) {
+    return make_error("cannot create the spill file in {}: {} (--spill-dir sets the folder)", dir,
+                      errno_text(errno));
+  }
 
   const auto fail = [&](Error e) {
     ::close(fd);

@@ -128,6 +128,19 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
   r = run({"generate", "-m", (tmp_dir() / "missing.gguf").string(), "-p", "x"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
+  // A prompt file too large for any context is refused before it is read (a sparse 100 MiB).
+  const fs::path big = tmp_dir() / "big-prompt.txt";
+  std::ofstream(big).close();
+  fs::resize_file(big, std::uintmax_t{100} << 20);
+  for (const std::vector<std::string> cmd :
+       {std::vector<std::string>{"generate", "-m", p.string(), "-f", big.string()},
+        std::vector<std::string>{"tokenize", "-m", p.string(), "--file", big.string()}}) {
+    r = run(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd[0];
+    EXPECT_NE(r.err.find("is 100.0 MiB: a prompt file holds at most 64.0 MiB"), std::string::npos)
+        << r.err;
+  }
+  fs::remove(big);
 }
 
 // --device on the commands that run a model. The probe is asked in this process too: the

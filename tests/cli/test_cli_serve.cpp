@@ -329,6 +329,12 @@ TEST(CliServe, BadFlags) {
       SPILLWAY_CLI_PATH, {"serve", "-m", test_model().string(), "--port", "70000"}, tmp_dir());
   EXPECT_EQ(port.exit_code, 1);
   EXPECT_NE(port.err.find("--port 70000"), std::string::npos) << port.err;
+  // A queue of 0 would answer every request 503: refused.
+  const CliResult queue =
+      run_cli(SPILLWAY_CLI_PATH,
+              {"serve", "-m", test_model().string(), "--port", "0", "--max-queue", "0"}, tmp_dir());
+  EXPECT_EQ(queue.exit_code, 1);
+  EXPECT_NE(queue.err.find("--max-queue 0: at least 1 request"), std::string::npos) << queue.err;
 }
 
 }  // namespace

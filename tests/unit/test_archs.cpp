@@ -463,7 +463,11 @@ TEST_P(ArchTiered, SpilledEqualsUnspilled) {
   kv::KvSettings spilled;
   spilled.block_size = 16;
   spilled.window_tokens = 16;  // one recent block (+ the sink block)
-  spilled.host_budget = 2 * 16 * m->config().kv_bytes_per_token(4);
+  // Two blocks of the layers that spill (the global ones; sliding layers drop their old KV).
+  const ModelConfig& mc = m->config();
+  const int64_t n_global =
+      std::count(mc.layer_attn_span.begin(), mc.layer_attn_span.end(), int64_t{0});
+  spilled.host_budget = 2 * 16 * n_global * mc.layer_kv_bytes_per_token(4);
   spilled.disk_budget = int64_t{64} << 20;
   spilled.spill_dir = dir.path();
   auto a = cpu_session(*m, 2, 512, all);

@@ -157,8 +157,12 @@ class CpuVsReference : public ::testing::TestWithParam<std::tuple<std::string, G
 TEST_P(CpuVsReference, LogitsAgree) {
   const auto& [arch, type] = GetParam();
   // arch_specs.h: gemma3's window, phi3's partial rotary, the experts; K-quant sizes.
-  const TestModelSpec spec = arch_test_spec(arch, type);
+  TestModelSpec spec = arch_test_spec(arch, type);
   const bool float_type = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  // Quantized MoE: one layer, so the router reads the exact embedding. Behind a quantized layer
+  // its input carries the activations' rounding, and a top-k choice within that of a tie flips
+  // at some position, a discrete change every later greedy step sees (test_archs.cpp says more).
+  if (spec.n_expert > 0 && !float_type) spec.n_layer = 1;
   // Quantized: the 8-bit activations (Q8_0 blocks of 32, Q8_K blocks of 256) cost NMSE 2.3e-4
   // (Q8_0 weights) to 1.1e-3 (qwen3 IQ4_XS) on these models; the weights' own error is not in
   // it (the oracle runs on the same dequantized weights).

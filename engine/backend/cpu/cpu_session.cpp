@@ -67,11 +67,17 @@ Status CpuSession::reserve_scratch() {
                 v_dim = c_.n_head_kv * c_.head_dim_v, attn_dim = c_.n_head * c_.head_dim_v;
   // [n][...] each, as layer() and ubatch() size them.
   const std::pair<std::vector<float>*, int64_t> per_token[] = {
-      {&x_, c_.n_embd},   {&h_, c_.n_embd},
-      {&q_, q_dim},       {&k_cur_, k_dim},
-      {&v_cur_, v_dim},   {&attn_, attn_dim},
-      {&tmp_, c_.n_embd}, {&gate_, c_.n_ff},
-      {&up_, c_.n_ff},    {&qkv_, q_dim + k_dim + v_dim}};
+      {&x_, c_.n_embd},
+      {&h_, c_.n_embd},
+      {&q_, q_dim},
+      {&k_cur_, k_dim},
+      {&v_cur_, v_dim},
+      {&attn_, attn_dim},
+      {&tmp_, c_.n_embd},
+      {&gate_, c_.n_ff},
+      {&up_, c_.n_ff},
+      // Fused attn_qkv (phi3) only.
+      {&qkv_, c_.fused_qkv ? q_dim + k_dim + v_dim : 0}};
   int64_t floats = c_.n_vocab;  // logits_
   for (const auto& [v, width] : per_token) floats += n * width;
   floats += static_cast<int64_t>(ropes_.size()) * n * c_.n_rot;  // each RoPE's cos/sin table
