@@ -403,6 +403,11 @@ int64_t rss_bytes() {
 // Hostile bodies (garbage, deep nesting, 100,000 messages, a prompt far past the context) are
 // refused, and the process's memory comes back near where it started.
 TEST(ServeFrontDoor, MemoryReturnsAfterHostileBodies) {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed blocks in its quarantine (hundreds of MB) and has its own
+  // allocator, so RSS after the bodies says nothing there (the Release run checks it).
+  GTEST_SKIP() << "RSS not checked under AddressSanitizer";
+#endif
   ScriptedBackend fake;
   ServeBackend b = fake.backend();
   b.n_ctx = 4096;
