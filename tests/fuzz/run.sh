@@ -21,7 +21,8 @@ build() {  # name sources...
 }
 build fuzz_http_request tests/fuzz/fuzz_http_request.cpp app/serve/http_head.cpp \
   app/serve/openai_json.cpp
-build fuzz_gguf tests/fuzz/fuzz_gguf.cpp engine/gguf/gguf.cpp engine/gguf/ggml_types.cpp
+build fuzz_gguf tests/fuzz/fuzz_gguf.cpp engine/gguf/gguf.cpp engine/gguf/ggml_types.cpp \
+  engine/gguf/ggml_low_bit.cpp
 
 for t in http_request gguf; do
   work=$out/corpus-$t
