@@ -351,10 +351,28 @@ Expected<ContextChoice> choose_context(const ContextRequest& r) {
   if (out.trained_kv_bytes <= out.ram_budget) return out;  // all of it fits in RAM
 
   out.chosen = true;
-  auto fitted = fit_ram_budget(tc, std::max<int64_t>(0, out.ram_budget - sliding_bytes));
+  const int64_t room = std::max<int64_t>(0, out.ram_budget - sliding_bytes);
+  auto fitted = fit_ram_budget(tc, room);
   if (!fitted) return fitted.error();
   out.kv.host_budget = fitted->host_budget;
   out.n_ctx = fitted->max_tokens;
+  // The window lives in RAM too: a budget below it holds a context of the blocks it has room for
+  // (all of them then in the window), and one without room for a single block is an error.
+  if (fitted->window_blocks * fitted->block_bytes > room) {
+    const int64_t blocks = room / fitted->block_bytes;
+    if (blocks < 1) {
+      return Error{fmt::format(
+          "no room for the KV cache: a block of {} tokens needs {}{}, the RAM budget is {} ({}); "
+          "free memory, or give -c and --host-budget (or --mem-available) to plan with",
+          fitted->block_size, format_size(fitted->block_bytes),
+          sliding_bytes > 0
+              ? fmt::format(" after the sliding layers' windows ({})", format_size(sliding_bytes))
+              : std::string(),
+          format_size(out.ram_budget), ram_budget_basis(r.machine, r.weights_bytes))};
+    }
+    out.n_ctx = blocks * fitted->block_size;
+    out.kv.host_budget = 0;
+  }
   if (out.n_ctx < r.n_ctx_train) {
     out.note = fmt::format(
         "context {} of {} trained: KV needs {}, RAM budget {} ({}){}; -c or Settings to change",

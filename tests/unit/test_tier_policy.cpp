@@ -703,6 +703,23 @@ TEST(TierPolicyDefaultContext, OtherwiseTheLargestThatFitsWithTheNote) {
   EXPECT_EQ(t.host_slots, 31);
 }
 
+// A budget below the window: the context is the blocks the budget holds, all in the window;
+// a budget without room for one block is an error naming the numbers.
+TEST(TierPolicyDefaultContext, ABudgetBelowTheWindowShrinksTheContextToIt) {
+  // 2 x 30000 available: a budget of 30000 B = 7 blocks of 4096 (the window needs 17).
+  const ContextChoice c = choice_ok(default_request(60'000));
+  EXPECT_TRUE(c.chosen);
+  EXPECT_EQ(c.n_ctx, 7 * 16);
+  EXPECT_EQ(c.kv.host_budget, 0);
+  EXPECT_NE(c.note.find("context 112 of 4,096 trained"), std::string::npos) << c.note;
+  auto none = choose_context(default_request(1024));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message,
+            "no room for the KV cache: a block of 16 tokens needs 4.0 KiB, the RAM budget is "
+            "512 B (half the available memory less the weights); free memory, or give -c and "
+            "--host-budget (or --mem-available) to plan with");
+}
+
 // Sliding-window layers hold only their window: with layer 1 sliding (span 32), the global
 // layer's blocks are 2048 B and the sliding window at its fullest (span + a 512 ubatch: 35
 // blocks of 2048 B = 71680 B) comes off the budget first: 200000 - 71680 = 128320 B hold the
@@ -759,13 +776,6 @@ TEST(TierPolicyDefaultContext, AnExplicitContextOrHostBudgetIsKeptAsGiven) {
   r = default_request(0);
   r.machine = MachineMemory{};
   EXPECT_EQ(choice_ok(r).n_ctx, 4096);
-}
-
-TEST(TierPolicyDefaultContext, TheWindowIsNeverCut) {
-  // A budget smaller than the window: the window's blocks still run, no host tier.
-  const ContextChoice c = choice_ok(default_request(1000));
-  EXPECT_EQ(c.n_ctx, 17 * 16);
-  EXPECT_EQ(c.kv.host_budget, 0);
 }
 
 TEST(TierPolicyDefaultContext, GroupedThousandsAndMemAvailable) {
