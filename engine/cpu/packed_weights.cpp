@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace spw::cpu {
 
@@ -16,6 +17,8 @@ struct PackedWeights::Slot {
 
 struct PackedWeights::Impl {
   std::unordered_map<const GgufTensorInfo*, Slot> slots;  // fixed after construction
+  // The expert stacks: one slot per expert, [n_expert] each (fixed after construction).
+  std::unordered_map<const GgufTensorInfo*, std::vector<Slot>> experts;
 };
 
 namespace {
@@ -40,10 +43,19 @@ PackedWeights::PackedWeights(const Model& model) : impl_(std::make_unique<Impl>(
   const auto add = [&](const GgufTensorInfo* t) {
     if (t != nullptr && t->n_dims == 2 && gemm_packable(t->type)) impl_->slots.try_emplace(t);
   };
+  const auto add_stack = [&](const GgufTensorInfo* t) {
+    if (t != nullptr && t->n_dims == 3 && gemm_packable(t->type)) {
+      impl_->experts.try_emplace(t, static_cast<size_t>(t->ne[2]));
+    }
+  };
   for (const LayerWeights& w : model.layers) {
     for (const GgufTensorInfo* t :
-         {w.attn_q, w.attn_k, w.attn_v, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down}) {
+         {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
+          w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp}) {
       add(t);
+    }
+    for (const GgufTensorInfo* t : {w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps}) {
+      add_stack(t);
     }
   }
   add(model.output);
@@ -58,6 +70,21 @@ const PackedMatrix* PackedWeights::get(const GgufTensorInfo& w, ThreadPool& pool
   std::call_once(s.once, [&] {
     s.m = pack_matrix(w.type, w.data, w.ne[0], w.ne[1], pool);
     drop_pages(w.data, w.n_bytes);
+  });
+  return &s.m;
+}
+
+const PackedMatrix* PackedWeights::get_expert(const GgufTensorInfo& w, int64_t e,
+                                              ThreadPool& pool) {
+  const auto it = impl_->experts.find(&w);
+  if (it == impl_->experts.end() || e < 0 || e >= static_cast<int64_t>(it->second.size())) {
+    return nullptr;
+  }
+  Slot& s = it->second[static_cast<size_t>(e)];
+  std::call_once(s.once, [&] {
+    const MatrixView v = expert_of(w, e);
+    s.m = pack_matrix(w.type, v.data, v.n_in, v.n_out, pool);
+    drop_pages(v.data, v.row_bytes * static_cast<uint64_t>(v.n_out));
   });
   return &s.m;
 }

@@ -36,6 +36,9 @@ class PackedWeights {
   /// repacked now with `pool` if this is its first use; nullptr when its type has no GEMM
   /// (gemm_packable) or the tensor is not one of the model's matrices. Thread-safe.
   const PackedMatrix* get(const GgufTensorInfo& w, ThreadPool& pool);
+  /// Expert e of a 3-D expert stack (ffn_{gate,up,down}_exps, [n_in, n_out, n_expert]),
+  /// repacked at its first use; nullptr as get() does, or when e is out of range.
+  const PackedMatrix* get_expert(const GgufTensorInfo& w, int64_t e, ThreadPool& pool);
 
  private:
   struct Slot;

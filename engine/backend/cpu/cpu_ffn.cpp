@@ -75,10 +75,10 @@ void CpuSession::moe(int64_t il, int64_t n) {
     up_.resize(sz(n_ff));
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = chosen_[sz(j)];
-      mul(expert_of(*w.ffn_gate_exps, e), h_.data(), 1, gate_.data());
-      mul(expert_of(*w.ffn_up_exps, e), h_.data(), 1, up_.data());
+      mul_expert(*w.ffn_gate_exps, e, h_.data(), 1, gate_.data());
+      mul_expert(*w.ffn_up_exps, e, h_.data(), 1, up_.data());
       swiglu(gate_.data(), up_.data(), gate_.data(), n_ff);
-      mul(expert_of(*w.ffn_down_exps, e), gate_.data(), 1, &slot_[sz(j * n_embd)]);
+      mul_expert(*w.ffn_down_exps, e, gate_.data(), 1, &slot_[sz(j * n_embd)]);
     }
   } else {  // prefill: the ubatch's tokens grouped by expert
     std::vector<std::vector<int64_t>> picks(sz(n_exp));  // (t * k + j) per expert
@@ -94,11 +94,11 @@ void CpuSession::moe(int64_t il, int64_t n) {
       }
       gate_.resize(sz(m * n_ff));
       up_.resize(sz(m * n_ff));
-      mul(expert_of(*w.ffn_gate_exps, e), xe_.data(), m, gate_.data());
-      mul(expert_of(*w.ffn_up_exps, e), xe_.data(), m, up_.data());
+      mul_expert(*w.ffn_gate_exps, e, xe_.data(), m, gate_.data());
+      mul_expert(*w.ffn_up_exps, e, xe_.data(), m, up_.data());
       swiglu(gate_.data(), up_.data(), gate_.data(), m * n_ff);
       ye_.resize(sz(m * n_embd));
-      mul(expert_of(*w.ffn_down_exps, e), gate_.data(), m, ye_.data());
+      mul_expert(*w.ffn_down_exps, e, gate_.data(), m, ye_.data());
       for (int64_t i = 0; i < m; ++i) {
         std::copy(&ye_[sz(i * n_embd)], &ye_[sz((i + 1) * n_embd)],
                   &slot_[sz(list[sz(i)] * n_embd)]);

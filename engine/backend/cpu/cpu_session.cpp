@@ -188,6 +188,12 @@ void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* 
   mul(matrix_of(w), X, n, Y);
 }
 
+void CpuSession::mul_expert(const GgufTensorInfo& w, int64_t e, const float* X, int64_t n,
+                            float* Y) {
+  if (const PackedMatrix* p = packed_->get_expert(w, e, pool_)) return gemm(*p, X, n, Y, pool_);
+  mul(expert_of(w, e), X, n, Y);
+}
+
 void CpuSession::mul(const MatrixView& w, const float* X, int64_t n, float* Y) {
   if (n == 1) {
     matvec(w.type, w.data, w.n_in, w.n_out, X, Y, pool_);

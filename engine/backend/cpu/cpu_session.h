@@ -115,6 +115,8 @@ class CpuSession final : public Session {
   void mul(const MatrixView& w, const float* X, int64_t n, float* Y);
   // A whole weight tensor: its repacked form when it has one (packed_weights.h).
   void mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y);
+  // Expert e of a 3-D stack: its repacked form when the type has one, else the plain path.
+  void mul_expert(const GgufTensorInfo& w, int64_t e, const float* X, int64_t n, float* Y);
   // out = act(g) * u, n elements (the model's FFN activation).
   void gated(const float* g, const float* u, float* out, int64_t n) const;
 
