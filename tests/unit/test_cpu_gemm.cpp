@@ -223,5 +223,56 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   for (size_t r = 0; r < y1.size(); ++r) EXPECT_NEAR(y1[r], y2[r], 1e-4 * (1 + std::fabs(y2[r])));
 }
 
+// Each expert of a stack has its own packed form, equal to the plain product on its slice;
+// phi3's fused attn_qkv is packed as a whole matrix.
+TEST(CpuGemm, ExpertsAndFusedMatricesArePacked) {
+  const std::string dir = ::testing::TempDir();
+  TestModelSpec spec;
+  spec.arch = "qwen3moe";
+  spec.n_expert = 4;
+  spec.n_expert_used = 2;
+  spec.n_ff_exp = 64;
+  spec.weight_type = GgmlType::Q8_0;
+  spec.embd_type = GgmlType::F32;
+  const std::string path = dir + "/gemm-packed-moe.gguf";
+  ASSERT_TRUE(write_test_model(spec, path).ok());
+  auto m = Model::load(path);
+  ASSERT_TRUE(m) << m.error().message;
+  const Model& model = **m;
+  const auto packed = PackedWeights::of(model);
+  ThreadPool pool(2);
+  const GgufTensorInfo& up = *model.layers[1].ffn_up_exps;
+  EXPECT_EQ(packed->get(up, pool), nullptr);  // a stack is packed per expert only
+  EXPECT_EQ(packed->get_expert(up, 4, pool), nullptr);
+  EXPECT_EQ(packed->get_expert(up, -1, pool), nullptr);
+  std::mt19937 rng(3);
+  const std::vector<float> x = gaussian(rng, up.ne[0] * 3);
+  for (int64_t e = 0; e < 4; ++e) {
+    const PackedMatrix* p = packed->get_expert(up, e, pool);
+    ASSERT_NE(p, nullptr) << e;
+    EXPECT_EQ(p, packed->get_expert(up, e, pool));
+    EXPECT_EQ(p->n_in, up.ne[0]);
+    EXPECT_EQ(p->n_out, up.ne[1]);
+    const MatrixView v = expert_of(up, e);
+    std::vector<float> y1(static_cast<size_t>(3 * v.n_out)), y2(y1.size());
+    gemm(*p, x.data(), 3, y1.data(), pool);
+    matmul(v.type, v.data, v.n_in, v.n_out, x.data(), 3, y2.data(), pool);
+    for (size_t r = 0; r < y1.size(); ++r)
+      EXPECT_NEAR(y1[r], y2[r], 1e-4 * (1 + std::fabs(y2[r]))) << "expert " << e << " " << r;
+  }
+  TestModelSpec phi;
+  phi.arch = "phi3";
+  phi.weight_type = GgmlType::Q8_0;
+  phi.embd_type = GgmlType::F32;
+  const std::string phi_path = dir + "/gemm-packed-phi3.gguf";
+  ASSERT_TRUE(write_test_model(phi, phi_path).ok());
+  auto pm = Model::load(phi_path);
+  ASSERT_TRUE(pm) << pm.error().message;
+  const GgufTensorInfo& qkv = *(*pm)->layers[0].attn_qkv;
+  const PackedMatrix* pq = PackedWeights::of(**pm)->get(qkv, pool);
+  ASSERT_NE(pq, nullptr);
+  EXPECT_EQ(pq->n_out, qkv.ne[1]);
+}
+
 }  // namespace
 }  // namespace spw::cpu
