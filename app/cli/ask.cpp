@@ -190,7 +190,7 @@ int run_ask(const AskArgs& a) {
 
   SessionParams sp;
   sp.n_ctx = a.n_ctx;
-  sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
+  sp.n_threads = session_threads(a.n_threads);
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
   // Without -c: the trained context if its KV fits this machine's default budgets.

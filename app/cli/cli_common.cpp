@@ -50,6 +50,18 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+int session_threads(int requested) {
+  const int hw = hardware_threads();
+  if (requested <= 0) return hw;
+  if (requested > hw) {
+    std::fprintf(stderr,
+                 "warning: -t %d is more threads than the %d CPUs here; it runs no faster than "
+                 "-t %d\n",
+                 requested, hw, hw);
+  }
+  return requested;
+}
+
 void warn_if_past_training(int64_t n_ctx, const Model& model) {
   if (n_ctx <= model.config().n_ctx_train) return;
   std::fprintf(stderr,

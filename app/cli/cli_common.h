@@ -44,5 +44,8 @@ void warn_if_past_training(int64_t n_ctx, const Model& model);
 
 /// std::thread::hardware_concurrency(), at least 1.
 int hardware_threads();
+/// The threads a session runs: -t as given (0: hardware_threads()), with a warning on stderr
+/// when it is more than the machine has (every extra thread only waits for a core).
+int session_threads(int requested);
 
 }  // namespace spw::cli

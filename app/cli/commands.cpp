@@ -464,7 +464,7 @@ int run_generate(const GenerateArgs& a) {
 
   SessionParams sp;
   sp.n_ctx = a.n_ctx;
-  sp.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
+  sp.n_threads = session_threads(a.n_threads);
   sp.kv_type_k = *kt;
   sp.kv_type_v = *vt;
   // Without -c: the trained context if its KV fits this machine's default budgets.
@@ -546,11 +546,19 @@ int run_generate(const GenerateArgs& a) {
                    "note: --load-kv %s: the prompt does not start with the snapshot's %zu tokens; "
                    "computing it from the start\n",
                    a.load_kv.c_str(), saved.size());
+    } else {
+      std::fprintf(stderr, "note: --load-kv %s: restored %zu of the prompt's %zu tokens\n",
+                   a.load_kv.c_str(), saved.size(), prompt.size());
     }
   }
   if (auto st = eval(prompt, true); !st) return fail(st.error());
   if (!a.save_kv.empty()) {
     if (auto st = cpu->save_kv(a.save_kv); !st) return fail(st.error());
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(a.save_kv, ec);
+    std::fprintf(stderr, "note: --save-kv %s: %zu prompt tokens, %s\n", a.save_kv.c_str(),
+                 prompt.size(),
+                 ec ? "size unknown" : spw::format_size(static_cast<int64_t>(bytes)).c_str());
   }
   int64_t step = 0;
   if (cpu) stats_out.write(stats_json(cpu->usage(), step++, "prefill", attention));

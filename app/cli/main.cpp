@@ -29,6 +29,17 @@ namespace {
 // CLI11 parse errors become "error: ..." on stderr and exit 1 (help and version exit 0).
 int parse_error(CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  // CLI11 says "Could not convert: --temp = abc": name the option and what it takes.
+  const std::string what = e.what();
+  const std::string prefix = "Could not convert: ";
+  if (what.rfind(prefix, 0) == 0 && what.find(" = ") != std::string::npos) {
+    const size_t eq = what.find(" = ");
+    const std::string name = what.substr(prefix.size(), eq - prefix.size());
+    std::fprintf(stderr,
+                 "error: %s %s: not a number (%s takes a number; see --help of the command)\n",
+                 name.c_str(), what.substr(eq + 3).c_str(), name.c_str());
+    return 1;
+  }
   std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
   return 1;
 }

@@ -145,7 +145,7 @@ int run_serve(ServeArgs& a) {
   app::EngineSettings s;
   s.model_path = a.model;
   s.n_ctx = a.n_ctx;
-  s.n_threads = a.n_threads > 0 ? a.n_threads : hardware_threads();
+  s.n_threads = session_threads(a.n_threads);
   s.kv_type_k = a.cache_type_k;
   s.kv_type_v = a.cache_type_v;
   s.device = a.device;

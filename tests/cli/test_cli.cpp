@@ -141,6 +141,14 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
         << r.err;
   }
   fs::remove(big);
+  // A value that is not a number names the option and the value.
+  r = run({"generate", "-m", p.string(), "-p", "x", "--temp", "abc"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("error: --temp abc: not a number"), std::string::npos) << r.err;
+  // More threads than CPUs runs, with a warning that says what helps.
+  r = run({"generate", "-m", p.string(), "-p", "x", "-n", "1", "-t", "1000"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: -t 1000 is more threads than the"), std::string::npos) << r.err;
 }
 
 // --device on the commands that run a model. The probe is asked in this process too: the

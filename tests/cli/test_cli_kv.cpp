@@ -185,6 +185,11 @@ TEST(CliKv, SnapshotRoundTripSkipsThePrefill) {
       run(with(with(base, dir), {"--load-kv", snap.string(), "--stats-json", stats.string()}));
   ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
   EXPECT_EQ(loaded.out, saved.out) << "restoring then decoding gives the same story";
+  // Both say what they did (a silent success looked like nothing happened).
+  EXPECT_NE(saved.err.find("note: --save-kv " + snap.string() + ": "), std::string::npos)
+      << saved.err;
+  EXPECT_NE(loaded.err.find("note: --load-kv " + snap.string() + ": restored "), std::string::npos)
+      << loaded.err;
   const auto lines = read_json_lines(stats);
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.front()["prefill_tokens_computed"].get<int64_t>(), 0);
