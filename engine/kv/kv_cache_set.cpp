@@ -67,6 +67,14 @@ std::string KvCacheSet::capacity_detail() const {
   return limit->cache->capacity_detail();
 }
 
+int64_t KvCacheSet::host_bytes_at(int64_t n_tokens) const {
+  int64_t bytes = 0;
+  for (const Group& g : groups_) {
+    bytes += g.cache->layout().host_blocks_at(n_tokens) * g.cache->block_bytes();
+  }
+  return bytes;
+}
+
 Status KvCacheSet::reserve(int64_t n) {
   for (Group& g : groups_) {
     if (Status st = g.cache->reserve(n); !st) return st;

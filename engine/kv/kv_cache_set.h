@@ -56,6 +56,10 @@ class KvCacheSet {
   int64_t max_tokens() const;
   /// The limiting group's KvCache::capacity_detail().
   std::string capacity_detail() const;
+  /// RAM the host tiers of every group hold once n_tokens positions are stored (whole blocks,
+  /// TierLayout::host_blocks_at), for checking a long prompt against the memory left before it
+  /// runs.
+  int64_t host_bytes_at(int64_t n_tokens) const;
 
   /// KvCache::reserve() on every group; on an error the groups hold what they held.
   Status reserve(int64_t n);

@@ -203,6 +203,13 @@ struct TierLayout {
 
   /// ceil(max_tokens / block_size).
   int64_t max_blocks() const { return ceil_div(max_tokens, block_size); }
+  /// Blocks in the host tier once n_tokens positions are stored: the cold blocks (those past
+  /// the window's) up to host_slots; 0 for sliding layers (they drop instead).
+  int64_t host_blocks_at(int64_t n_tokens) const {
+    if (drops()) return 0;
+    const int64_t cold = ceil_div(n_tokens, block_size) - window.total();
+    return cold <= 0 ? 0 : (cold < host_slots ? cold : host_slots);
+  }
   /// Where the policy puts position pos once n_past positions are stored (pos < n_past <=
   /// max_tokens): the window rule for the last block, then the cold blocks in order to host and
   /// then disk. (A cache may still read a block from its window slot while its spill is in

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,23 @@ TEST(CliMemory, FiveTokenPromptOnA131072ContextModelUnderAnAddressSpaceLimit) {
       run({"generate", "-m", m, "-c", "131072", "-p", "abcd", "-n", "4", "--temp", "0", "--json"});
   ASSERT_EQ(free_run.exit_code, 0) << free_run.err;
   EXPECT_EQ(test::parse_one_object(free_run.out)["generated_tokens"], j["generated_tokens"]);
+}
+
+// An explicit -c with a prompt whose host-tier KV cannot be mapped under the limit: refused
+// before the prefill (it used to fail minutes in, at the ubatch that reached the limit).
+TEST(CliMemory, ALongPromptBeyondTheAddressSpaceIsRefusedBeforeItsPrefill) {
+  SPW_SKIP_UNDER_ASAN();
+  const fs::path prompt = tmp_dir() / "long-prompt.txt";
+  std::ofstream(prompt) << std::string(60000, 'a');  // 60,000 byte tokens + BOS: 1.8 GiB of KV
+  const CliResult r = run_limited(kLimitKiB, {"generate", "-m", long_context_model().string(), "-c",
+                                              "131072", "-f", prompt.string(), "-n", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("error: the 60001 tokens need "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" more RAM for the host KV tier, but the address-space limit (ulimit -v) "
+                       "leaves "),
+            std::string::npos)
+      << r.err;
 }
 
 // Without -c the context follows the address space left: cut, said on stderr, and it runs.

@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/common/machine.h"
 #include "engine/common/size.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/quant_dot.h"
@@ -205,7 +206,24 @@ void CpuSession::mul(const MatrixView& w, const float* X, int64_t n, float* Y) {
 Status CpuSession::check_room(std::span<const int32_t> tokens, int64_t n_past) const {
   const int64_t cap = cache_->max_tokens();
   const auto n = static_cast<int64_t>(tokens.size());
-  if (n_past + n <= cap) return Status::Ok();
+  if (n_past + n <= cap) {
+    // A prompt whose host-tier KV cannot be mapped under the address-space limit fails now,
+    // not after minutes of prefill at the ubatch that reaches it (RAM that is merely short is
+    // left to the kernel: it may reclaim page cache, and a late failure still names the bytes).
+    const int64_t more =
+        n > 1 ? cache_->host_bytes_at(n_past + n) - cache_->host_bytes_at(n_past) : 0;
+    if (more > 0) {
+      const MachineMemory mm = read_machine_memory();
+      if (mm.address_space_left >= 0 && more > mm.address_space_left) {
+        return make_error(
+            "the {} tokens need {} more RAM for the host KV tier, but the address-space limit "
+            "(ulimit -v) leaves {}; use a smaller -c, a --host-budget with a --disk-budget for "
+            "the rest, or raise ulimit -v",
+            n, format_size(more), format_size(mm.address_space_left));
+      }
+    }
+    return Status::Ok();
+  }
   if (cap < cache_->primary().config().n_ctx) {  // the window and the budgets limit, not n_ctx
     return make_error(
         "context full: {} tokens fit in the budgets you set {}; {} used, {} more "
