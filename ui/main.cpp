@@ -23,7 +23,6 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSize>
-#include <QStandardPaths>
 #include <QTimer>
 
 #include "app/paths.h"
@@ -31,6 +30,7 @@
 #include "app/worker/engine_worker.h"
 #include "ui/app_controller.h"
 #include "ui/chat_panel.h"
+#include "ui/icons.h"
 #include "ui/main_window.h"
 #include "ui/theme.h"
 
@@ -56,22 +56,6 @@ std::optional<QSize> parseWindowSize(const QString& text) {
   if (w < kMinWindowSide || h < kMinWindowSide || w > kMaxWindowSide || h > kMaxWindowSide)
     return std::nullopt;
   return QSize(w, h);
-}
-
-// Icons the desktop's theme lacks come from Adwaita when it is installed, before the style's
-// few built-in ones. Outside a desktop session (xvfb-run, offscreen) Qt knows no theme and no
-// system icon folder at all: give it the XDG icon folders and the base theme, so the window
-// looks the same there.
-void useInstalledIconThemes() {
-  QStringList paths = QIcon::themeSearchPaths();
-  for (const QString& dir :
-       QStandardPaths::locateAll(QStandardPaths::GenericDataLocation, QStringLiteral("icons"),
-                                 QStandardPaths::LocateDirectory)) {
-    if (!paths.contains(dir)) paths << dir;
-  }
-  QIcon::setThemeSearchPaths(paths);
-  QIcon::setFallbackThemeName(QStringLiteral("Adwaita"));
-  if (QIcon::themeName().isEmpty()) QIcon::setThemeName(QStringLiteral("hicolor"));
 }
 
 }  // namespace
@@ -104,7 +88,7 @@ int main(int argc, char** argv) {
   QApplication::setApplicationVersion(fromUtf8(spw::app::version()));
   QApplication::setDesktopFileName(QStringLiteral("spillway"));
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/spillway/spillway.svg")));
-  useInstalledIconThemes();
+  spw::ui::use_installed_icon_themes();
 
   QCommandLineParser parser;
   parser.setApplicationDescription(
