@@ -251,7 +251,11 @@ void MainWindow::buildMenus() {
       settings->addAction(themed("preferences-system", QStyle::SP_FileDialogInfoView, style()),
                           tr("&Settings…"), this, &MainWindow::settingsRequested);
   prefs->setObjectName(QStringLiteral("settingsAction"));
-  prefs->setShortcut(QKeySequence::Preferences);
+  // Ctrl+, everywhere (the platform's Preferences key is empty on most Linux desktops).
+  QList<QKeySequence> prefs_keys = QKeySequence::keyBindings(QKeySequence::Preferences);
+  const QKeySequence ctrl_comma(Qt::CTRL | Qt::Key_Comma);
+  if (!prefs_keys.contains(ctrl_comma)) prefs_keys.prepend(ctrl_comma);
+  prefs->setShortcuts(prefs_keys);
   prefs->setMenuRole(QAction::PreferencesRole);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));

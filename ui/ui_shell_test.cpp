@@ -134,6 +134,12 @@ TEST(MainWindowShell, FirstRunSizeDocksAndStatusBar) {
   ASSERT_NE(action, nullptr);
   action->trigger();
   EXPECT_EQ(settings.count(), 1);
+  // Ctrl+, opens Settings too.
+  EXPECT_TRUE(action->shortcuts().contains(QKeySequence(Qt::CTRL | Qt::Key_Comma)));
+  w.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+  QTest::keyClick(&w, Qt::Key_Comma, Qt::ControlModifier);
+  EXPECT_EQ(settings.count(), 2);
 }
 
 TEST(MainWindowShell, MemoryAndJobsSideBySideAndThePageGetsMostOfTheHeight) {
