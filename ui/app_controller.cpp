@@ -5,6 +5,7 @@
 
 #include <QApplication>
 #include <QDockWidget>
+#include <QFileInfo>
 #include <QLocale>
 #include <QMessageBox>
 #include <QSettings>
@@ -99,8 +100,8 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
         (void)app::save_app_settings(*window_.library(), *s);
     }
     window_.setModelStatus(
-        tr("%1 (%2, %3, context %4)")
-            .arg(i.name, i.architecture,
+        tr("%1 — %2 (%3, %4, context %5)")
+            .arg(i.name, QFileInfo(i.path).fileName(), i.architecture,
                  QLocale().formattedDataSize(i.file_bytes, 1, QLocale::DataSizeTraditionalFormat),
                  QLocale().toString(i.n_ctx)));
   });

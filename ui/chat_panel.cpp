@@ -3,11 +3,12 @@
 #include <QFrame>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QLineEdit>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QShortcut>
 #include <QTextBrowser>
 #include <QTextCursor>
+#include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include "app/ask/document.h"
 #include "app/store/library.h"
 #include "app/worker/plan_summary.h"
+#include "ui/question_box.h"
+#include "ui/run_progress.h"
 
 namespace spw::ui {
 
@@ -59,7 +62,16 @@ ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
   scope_ = new QLabel(this);
   scope_->setObjectName(QStringLiteral("chatScope"));
   scope_->setWordWrap(true);
-  layout->addWidget(scope_);
+  export_ = new QToolButton(this);
+  export_->setObjectName(QStringLiteral("chatExport"));
+  export_->setText(tr("Export…"));
+  export_->setToolTip(tr("Save this chat as a Markdown file, with each answer's citations"));
+  export_->setAutoRaise(true);
+  connect(export_, &QToolButton::clicked, this, &ChatPanel::exportChat);
+  auto* top = new QHBoxLayout;
+  top->addWidget(scope_, 1);
+  top->addWidget(export_, 0, Qt::AlignTop);
+  layout->addLayout(top);
 
   view_ = new QTextBrowser(this);
   view_->setObjectName(QStringLiteral("chatView"));
@@ -67,6 +79,9 @@ ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
   view_->setOpenExternalLinks(false);
   connect(view_, &QTextBrowser::anchorClicked, this, &ChatPanel::onAnchorClicked);
   layout->addWidget(view_, 1);
+
+  progress_ = new RunProgress(this);
+  layout->addWidget(progress_);
 
   // The planner's verdict when a run will not fit, with the choices.
   plan_box_ = new QFrame(this);
@@ -97,20 +112,27 @@ ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(plan_box_);
 
   auto* row = new QHBoxLayout;
-  input_ = new QLineEdit(this);
+  input_ = new QuestionBox(this);
   input_->setObjectName(QStringLiteral("chatInput"));
   input_->setPlaceholderText(tr("Ask about the document…"));
-  input_->setClearButtonEnabled(true);
+  input_->setToolTip(tr("Enter asks; Shift+Enter starts a new line"));
   ask_ = new QPushButton(tr("Ask"), this);
   ask_->setObjectName(QStringLiteral("chatAsk"));
   ask_->setDefault(true);
   stop_ = new QPushButton(tr("Stop"), this);
   stop_->setObjectName(QStringLiteral("chatStop"));
+  stop_->setToolTip(tr("Stop the answer (Esc); what it has so far is kept"));
   row->addWidget(input_, 1);
-  row->addWidget(ask_);
-  row->addWidget(stop_);
+  row->addWidget(ask_, 0, Qt::AlignBottom);
+  row->addWidget(stop_, 0, Qt::AlignBottom);
   layout->addLayout(row);
-  connect(input_, &QLineEdit::returnPressed, this, &ChatPanel::onAskClicked);
+  connect(input_, &QuestionBox::submitted, this, &ChatPanel::onAskClicked);
+  // Esc stops anywhere in the window, only while an answer runs (else Esc is the focus
+  // widget's: closing a completer, clearing a search).
+  esc_ = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+  esc_->setContext(Qt::WindowShortcut);
+  esc_->setEnabled(false);
+  connect(esc_, &QShortcut::activated, this, &ChatPanel::stop);
   connect(ask_, &QPushButton::clicked, this, &ChatPanel::onAskClicked);
   connect(stop_, &QPushButton::clicked, this, &ChatPanel::stop);
 
@@ -135,6 +157,7 @@ void ChatPanel::setWorker(app::EngineWorker* worker) {
     connect(worker_, &W::answerFinished, this, &ChatPanel::onAnswerFinished);
     connect(worker_, &W::answerFailed, this, &ChatPanel::onAnswerFailed);
     connect(worker_, &W::note, this, &ChatPanel::onNote);
+    connect(worker_, &W::progress, this, &ChatPanel::onProgress);
     connect(worker_, &W::busyChanged, this, &ChatPanel::onBusyChanged);
     connect(worker_, &QObject::destroyed, this, [this] {
       worker_ = nullptr;
@@ -276,7 +299,7 @@ QList<app::CitationInfo> ChatPanel::checkStored(qint64 doc_id, const QString& an
 
 // ---- asking -----------------------------------------------------------------------------
 
-void ChatPanel::onAskClicked() { askQuestion(input_->text()); }
+void ChatPanel::onAskClicked() { askQuestion(input_->toPlainText()); }
 
 void ChatPanel::askQuestion(const QString& question) {
   const QString q = question.trimmed();
@@ -417,6 +440,10 @@ void ChatPanel::onAnswerFailed(const QString& message) {
 
 void ChatPanel::onNote(const QString& text) {
   if (!showsRunningRequest()) return;
+  if (busy_) {  // the run's log, under its progress bar
+    progress_->addLogLine(text);
+    return;
+  }
   Entry n = Entry::of(Entry::Note, text);
   if (streaming_ >= 0) {
     // Before the answer being streamed, which stays last.
@@ -428,13 +455,23 @@ void ChatPanel::onNote(const QString& text) {
   render();
 }
 
+void ChatPanel::onProgress(const app::ProgressEvent& e) {
+  if (showsRunningRequest()) progress_->setProgress(e);
+}
+
 void ChatPanel::onBusyChanged(bool busy) {
+  if (busy && !busy_) progress_->reset();
+  if (!busy && busy_) progress_->finish();
   busy_ = busy;
   updateControls();
   emit activityChanged(busy ? tr("Generating an answer…") : tr("Ready"));
 }
 
 void ChatPanel::onAnchorClicked(const QUrl& url) {
+  if (url.scheme() == QLatin1String("copy")) {
+    copyAnswer(url.path().toInt());
+    return;
+  }
   if (url.scheme() != QLatin1String("cite")) return;
   const QStringList parts = url.path().split(QLatin1Char('-'));
   if (parts.size() != 2) return;
@@ -453,6 +490,7 @@ void ChatPanel::updateControls() {
   ask_->setEnabled(can_ask);
   input_->setEnabled(lib_ != nullptr || worker_ != nullptr);
   stop_->setEnabled(busy_);
+  esc_->setEnabled(busy_);
   if (!model_)
     input_->setPlaceholderText(tr("No model: Settings › Model"));
   else if (doc_ids_.isEmpty())
@@ -548,6 +586,8 @@ QString ChatPanel::entryHtml(int index, const Entry& e) const {
       if (e.stopped)
         header += QStringLiteral(" · <span style=\"color:%1\"><b>%2</b></span>")
                       .arg(QLatin1String(kWarnColor), tr("stopped"));
+      if (!e.streaming)
+        header += QStringLiteral(" · <a href=\"copy:%1\">%2</a>").arg(index).arg(tr("Copy"));
       // A streamed answer's paragraph must exist even while empty (pieces are appended to the
       // document's last block): a zero-width space holds it.
       const QString body =
@@ -574,6 +614,7 @@ void ChatPanel::render() {
       html += entryHtml(static_cast<int>(i), entries_[i]);
   }
   view_->setHtml(html);
+  export_->setEnabled(!entries_.empty());
   view_->verticalScrollBar()->setValue(view_->verticalScrollBar()->maximum());
 }
 

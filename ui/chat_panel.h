@@ -5,6 +5,13 @@
 // decode tokens/s. The chat of a document is persisted by the worker (Library chats/messages)
 // and reloaded here when the document is selected.
 //
+// Under the chat, while an answer runs: a progress bar with ETA (prefill, map-reduce parts) from
+// EngineWorker::progress, the run's notes collapsed under it (RunProgress), so the chat view holds
+// questions and answers only and selecting an answer selects no log lines. Stop or Esc stops.
+// The question box is multi-line (Enter asks, Shift+Enter a new line). Each answer has a Copy
+// link (its text with its citations, to the clipboard); "Export…" writes the chat as Markdown
+// with each answer's citations.
+//
 // Before a run the worker sends the planner's verdict; when it says the run will not fit, a
 // banner shows it with "Run anyway" / "Use map-reduce" instead of starting and failing.
 // Without a model the chat explains how to get a GGUF file and where Spillway looks for one.
@@ -23,8 +30,9 @@
 
 class QFrame;
 class QLabel;
-class QLineEdit;
 class QPushButton;
+class QShortcut;
+class QToolButton;
 class QTextBrowser;
 class QUrl;
 
@@ -33,6 +41,9 @@ class Library;
 }
 
 namespace spw::ui {
+
+class QuestionBox;
+class RunProgress;
 
 class ChatPanel final : public QWidget {
   Q_OBJECT
@@ -57,18 +68,33 @@ class ChatPanel final : public QWidget {
 
   // Parts, for tests and the main window's shortcuts.
   QTextBrowser* view() const { return view_; }
-  QLineEdit* input() const { return input_; }
+  QuestionBox* input() const { return input_; }
   QPushButton* askButton() const { return ask_; }
   QPushButton* stopButton() const { return stop_; }
   QFrame* planBanner() const { return plan_box_; }
   QPushButton* runAnywayButton() const { return run_anyway_; }
   QPushButton* mapReduceButton() const { return map_reduce_; }
+  RunProgress* runProgress() const { return progress_; }
+  QToolButton* exportButton() const { return export_; }
+
+  /// The chat as Markdown: "## You" / "## <document title>" sections, each answer with its
+  /// header line and a "Citations" list (page, quote, verified or why not); notes left out.
+  QString toMarkdown() const;
+  /// Writes toMarkdown() to `file` (UTF-8). False with `error` ("<file>: <why>") when it cannot.
+  bool exportMarkdown(const QString& file, QString* error = nullptr) const;
+  /// The text of answer `entry` with its citations as a Markdown list (what its Copy link puts
+  /// on the clipboard); empty when `entry` is not an answer.
+  QString answerText(int entry) const;
 
  public slots:
   /// Asks `question` about the current documents (as typing it and pressing Ask).
   void askQuestion(const QString& question);
   /// Stops the answer being generated (kept, marked stopped).
   void stop();
+  /// Copies answer `entry` to the clipboard (its Copy link).
+  void copyAnswer(int entry);
+  /// Asks for a file and exports the chat there (the Export button).
+  void exportChat();
 
  signals:
   /// A citation link was clicked: show page `page_no` of `doc_id` with `quote` highlighted.
@@ -104,6 +130,7 @@ class ChatPanel final : public QWidget {
   void onAnswerFinished(const app::AnswerResult& r);
   void onAnswerFailed(const QString& message);
   void onNote(const QString& text);
+  void onProgress(const app::ProgressEvent& e);
   void onBusyChanged(bool busy);
   void onAnchorClicked(const QUrl& url);
   void choosePlan(bool map_reduce);
@@ -140,7 +167,10 @@ class ChatPanel final : public QWidget {
   QPushButton* run_anyway_ = nullptr;
   QPushButton* map_reduce_ = nullptr;
   QPushButton* plan_cancel_ = nullptr;
-  QLineEdit* input_ = nullptr;
+  RunProgress* progress_ = nullptr;
+  QuestionBox* input_ = nullptr;
+  QToolButton* export_ = nullptr;
+  QShortcut* esc_ = nullptr;
   QPushButton* ask_ = nullptr;
   QPushButton* stop_ = nullptr;
 };

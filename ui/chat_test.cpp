@@ -1,12 +1,17 @@
 // ChatPanel with a real EngineWorker: a question streams tokens into the view and is stored; a
-// citation link emits the page; Stop ends generation within 200 ms; the planner's banner; the
-// no-model help. The model is ../shared/models/stories260K.gguf when present, else a generated
+// citation link emits the page; Stop ends generation within 200 ms; Esc stops; the progress bar
+// follows the events (map-reduce parts, fake prefill ones); Copy and Export; the planner's banner;
+// the no-model help. The model is ../shared/models/stories260K.gguf when present, else a generated
 // test model (tests/support/test_model.h).
 #include "ui/chat_panel.h"
 
 #include <gtest/gtest.h>
+#include <QApplication>
+#include <QClipboard>
 #include <QElapsedTimer>
-#include <QLineEdit>
+#include <QFile>
+#include <QLabel>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -14,6 +19,7 @@
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QThread>
+#include <QToolButton>
 #include <QXYSeries>
 #include <atomic>
 #include <filesystem>
@@ -22,6 +28,8 @@
 #include "app/worker/engine_worker.h"
 #include "tests/support/test_model.h"
 #include "ui/dashboard_dock.h"
+#include "ui/question_box.h"
+#include "ui/run_progress.h"
 
 namespace spw::ui {
 namespace {
@@ -125,7 +133,7 @@ TEST_F(ChatTest, AQuestionStreamsTokensIntoTheViewAndIsStored) {
   ASSERT_TRUE(p.askButton()->isEnabled());
   QTest::keyClicks(p.input(), QStringLiteral("What color is the ball?"));
   QTest::mouseClick(p.askButton(), Qt::LeftButton);
-  EXPECT_TRUE(p.input()->text().isEmpty());
+  EXPECT_TRUE(p.input()->toPlainText().isEmpty());
   EXPECT_TRUE(p.stopButton()->isEnabled());
   ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 60000));
   ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
@@ -271,6 +279,7 @@ TEST_F(ChatTest, APlanThatDoesNotFitShowsTheChoicesInsteadOfFailing) {
   QSignalSpy plans(&w, &app::EngineWorker::planReady);
   QSignalSpy finished(&w, &app::EngineWorker::answerFinished);
   QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+  QSignalSpy progress(&w, &app::EngineWorker::progress);
   p.askQuestion(QStringLiteral("Who is Tom?"));
   ASSERT_TRUE(QTest::qWaitFor([&] { return plans.count() > 0 && !w.isBusy(); }, 60000));
   EXPECT_TRUE(p.planBanner()->isVisible());
@@ -294,6 +303,134 @@ TEST_F(ChatTest, APlanThatDoesNotFitShowsTheChoicesInsteadOfFailing) {
   ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() > 0; }, 120000));
   EXPECT_TRUE(finished.at(0).at(0).value<app::AnswerResult>().map_reduce);
   EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("map-reduce over parts")));
+
+  // The parts came as progress events, one per part and one for the combining prompt, each
+  // "done of N" with N the same; the part lines went to the run's log, not into the chat.
+  ASSERT_GE(progress.count(), 2);
+  const auto last = progress.last().at(0).value<app::ProgressEvent>();
+  EXPECT_EQ(last.phase, app::ProgressPhase::Part);
+  EXPECT_GT(last.total, 1);
+  EXPECT_EQ(last.done, last.total);
+  for (int i = 0; i < progress.count(); ++i) {
+    const auto e = progress.at(i).at(0).value<app::ProgressEvent>();
+    EXPECT_EQ(e.total, last.total);
+    EXPECT_EQ(e.done, i < progress.count() - 1 ? i : last.total) << "event " << i;
+  }
+  bool part_line = false;
+  for (const QString& line : p.runProgress()->logLines()) {
+    if (!line.startsWith(QStringLiteral("part 1 of "))) continue;
+    part_line = true;
+    EXPECT_FALSE(p.view()->toPlainText().contains(line)) << line.toStdString();
+  }
+  EXPECT_TRUE(part_line) << p.runProgress()->logLines().join('\n').toStdString();
+}
+
+TEST_F(ChatTest, EscStopsARunWhoseProgressBarFollowsItsEvents) {
+  const int64_t doc_id = addStory(2, 'f');
+  std::atomic<bool> first_piece{false}, release{false};
+  app::EngineWorker::Params params_held = params();
+  params_held.piece_hook = [&] {
+    first_piece = true;
+    while (!release) QThread::msleep(1);
+  };
+  app::EngineWorker w(params_held);
+  ChatPanel p;
+  p.setMaxAnswerTokens(400);
+  setUpPanel(p, &w, doc_id);
+  load(w, 2048);
+  QSignalSpy finished(&w, &app::EngineWorker::answerFinished);
+  QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+  p.askQuestion(QStringLiteral("Tell me a long story about Lily."));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return first_piece.load() || failed.count() > 0; }, 60000));
+  ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return p.stopButton()->isEnabled(); }, 5000));
+
+  // Fake events of a long prefill and a note, as the worker sends them.
+  RunProgress* run = p.runProgress();
+  EXPECT_TRUE(run->bar()->isVisible());
+  app::ProgressEvent e;
+  e.phase = app::ProgressPhase::Prefill;
+  e.done = 4096;
+  e.total = 16384;
+  e.tokens_per_s = 64;
+  e.eta_s = 192;
+  emit w.progress(e);
+  EXPECT_EQ(run->bar()->value(), 25);
+  EXPECT_EQ(run->label()->text(),
+            QStringLiteral("Reading the document: 4,096/16,384 tokens (25%) · 64 t/s · ETA 3m12s"));
+  const QString note = QStringLiteral("saved KV of the document prefix: 1739 tokens");
+  emit w.note(note);
+  EXPECT_EQ(run->logLines().last(), note);
+  EXPECT_FALSE(p.view()->toPlainText().contains(note));
+
+  // Esc, with the focus in the question box, stops the answer; what it had is kept, marked.
+  p.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&p));
+  p.input()->setFocus();
+  QTest::keyClick(p.input(), Qt::Key_Escape);
+  release = true;
+  ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 5000));
+  ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  EXPECT_TRUE(finished.at(0).at(0).value<app::AnswerResult>().stopped);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 10000));
+  EXPECT_FALSE(run->bar()->isVisible());
+  EXPECT_TRUE(run->logToggle()->isVisible());  // the log stays after the run
+  // Esc with no run does nothing (the shortcut is off).
+  QSignalSpy busy(&w, &app::EngineWorker::busyChanged);
+  QTest::keyClick(p.input(), Qt::Key_Escape);
+  QTest::qWait(50);
+  EXPECT_EQ(busy.count(), 0);
+}
+
+TEST_F(ChatTest, CopyPutsAnAnswerWithItsCitationsOnTheClipboardAndExportWritesMarkdown) {
+  const int64_t doc_id = addStory(3, 'g');
+  auto chat = lib_->create_chat(doc_id, "Lily and the ball");
+  ASSERT_TRUE(chat);
+  ASSERT_TRUE(lib_->add_message(*chat, "user", "Where did she play?"));
+  const std::string answer =
+      "In the park [p. 2] \"On day 2 she played with the ball\". She met a dragon "
+      "[p. 3] \"a green dragon\".";
+  ASSERT_TRUE(lib_->add_message(*chat, "assistant", answer));
+  ChatPanel p;
+  setUpPanel(p, nullptr, doc_id);
+  EXPECT_TRUE(p.exportButton()->isEnabled());
+
+  const QString expected_answer =
+      QString::fromStdString(answer) +
+      QStringLiteral(
+          "\n\nCitations (Lily and the ball):\n"
+          "- p. 2: “On day 2 she played with the ball” (verified)\n"
+          "- p. 3: “a green dragon” (unverified: quote not found on page 3)");
+  EXPECT_EQ(p.answerText(1), expected_answer);
+  EXPECT_TRUE(p.answerText(0).isEmpty());  // the question is no answer
+
+  // One Copy link per answer; clicking it fills the clipboard.
+  QStringList copies;
+  for (QTextBlock b = p.view()->document()->begin(); b.isValid(); b = b.next()) {
+    for (auto it = b.begin(); !it.atEnd(); ++it) {
+      const QTextCharFormat f = it.fragment().charFormat();
+      if (f.isAnchor() && f.anchorHref().startsWith(QStringLiteral("copy:")))
+        copies << f.anchorHref();
+    }
+  }
+  ASSERT_EQ(copies, QStringList{QStringLiteral("copy:1")});
+  QApplication::clipboard()->clear();
+  emit p.view()->anchorClicked(QUrl(copies[0]));
+  EXPECT_EQ(QApplication::clipboard()->text(), expected_answer);
+
+  const QString file = dir_.filePath(QStringLiteral("chat.md"));
+  QString error;
+  ASSERT_TRUE(p.exportMarkdown(file, &error)) << error.toStdString();
+  QFile f(file);
+  ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+  EXPECT_EQ(QString::fromUtf8(f.readAll()),
+            QStringLiteral("# Lily and the ball\n\n## You\n\nWhere did she play?\n\n"
+                           "## Lily and the ball\n\n*from the library*\n\n") +
+                expected_answer + QStringLiteral("\n"));
+  // A folder that does not exist: the error names the file.
+  const QString bad = dir_.filePath(QStringLiteral("no/such/dir/chat.md"));
+  EXPECT_FALSE(p.exportMarkdown(bad, &error));
+  EXPECT_TRUE(error.startsWith(bad)) << error.toStdString();
 }
 
 TEST_F(ChatTest, WithoutAModelTheChatSaysHowToGetOne) {

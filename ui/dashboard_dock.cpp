@@ -1,9 +1,12 @@
 #include "ui/dashboard_dock.h"
 
+#include <QApplication>
 #include <QAreaSeries>
+#include <QCategoryAxis>
 #include <QChart>
 #include <QChartView>
 #include <QCursor>
+#include <QEvent>
 #include <QFile>
 #include <QFileDialog>
 #include <QGridLayout>
@@ -14,9 +17,9 @@
 #include <QPixmap>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QToolTip>
 #include <QVBoxLayout>
-#include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 
@@ -36,6 +39,56 @@ QString mib_text(int64_t bytes) {
 // Chart indices.
 enum ChartId { kVram = 0, kRam, kDisk, kBlocks, kMoved, kSpeed };
 
+// Height of a chart view: its plot area (kMinPlotHeight) plus the title, the x labels, the
+// legend and the margins at the small fonts below.
+constexpr int kChartViewHeight = DashboardDock::kMinPlotHeight + 120;
+constexpr int kChartViewWidth = 220;
+
+// 1, 2 or 5 times a power of ten, at least `raw` (> 0).
+double nice_step(double raw) {
+  if (!(raw > 0)) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  const double m = raw / p;
+  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+// Replaces `axis`'s categories by `ticks` (value, label), in increasing order, from `start`.
+void set_ticks(QCategoryAxis* axis, double start, double end,
+               const std::vector<std::pair<double, QString>>& ticks) {
+  for (const QString& label : axis->categoriesLabels()) axis->remove(label);
+  axis->setStartValue(start);
+  for (const auto& [value, label] : ticks) axis->append(label, value);
+  axis->setRange(start, end);
+}
+
+// Rounded y ticks for points up to `top` (>= 0), labelled in `unit`; returns the axis' top.
+double set_y_ticks(QCategoryAxis* axis, DashboardDock::Unit unit, double top) {
+  double step;
+  if (unit == DashboardDock::Unit::MiB && top * 1.1 >= 1024)
+    step = nice_step(top * 1.1 / 1024 / 3) * 1024;  // whole or half GiB, not 1000s of MiB
+  else if (unit == DashboardDock::Unit::Bytes && top * 1.1 >= 1024)
+    step = nice_step(top * 1.1 / 1024 / 3) * 1024;
+  else
+    step = nice_step(top > 0 ? top * 1.1 / 3 : 1.0 / 3);
+  if (unit == DashboardDock::Unit::Blocks) step = std::max(step, 1.0);  // whole blocks
+  const int n = std::max(1, static_cast<int>(std::ceil(top * 1.1 / step - 1e-9)));
+  std::vector<std::pair<double, QString>> ticks;
+  for (int i = 1; i <= n; ++i)
+    ticks.emplace_back(step * i, DashboardDock::tickLabel(unit, step * i, 2));
+  set_ticks(axis, 0, step * n, ticks);
+  return step * n;
+}
+
+// "1.50" -> "1.5", "512.00" -> "512".
+QString trimmed_number(double v, int decimals) {
+  QString t = QString::number(v, 'f', decimals);
+  if (t.contains(QLatin1Char('.'))) {
+    while (t.endsWith(QLatin1Char('0'))) t.chop(1);
+    if (t.endsWith(QLatin1Char('.'))) t.chop(1);
+  }
+  return t;
+}
+
 }  // namespace
 
 DashboardDock::DashboardDock(QWidget* parent) : QWidget(parent) {
@@ -46,6 +99,7 @@ DashboardDock::DashboardDock(QWidget* parent) : QWidget(parent) {
   auto* bar = new QHBoxLayout;
   summary_ = new QLabel(tr("No engine activity yet: the charts fill while a model runs."), this);
   summary_->setObjectName(QStringLiteral("dashboardSummary"));
+  summary_->setWordWrap(true);  // a narrow dock wraps the line instead of widening the window
   bar->addWidget(summary_, 1);
   auto* png = new QPushButton(tr("Export PNG…"), this);
   auto* csv = new QPushButton(tr("Export CSV…"), this);
@@ -57,16 +111,26 @@ DashboardDock::DashboardDock(QWidget* parent) : QWidget(parent) {
   bar->addWidget(csv);
   outer->addLayout(bar);
 
-  auto* grid = new QGridLayout;
+  // The charts scroll: each keeps a readable plot area however small the dock is.
+  scroll_ = new QScrollArea(this);
+  scroll_->setObjectName(QStringLiteral("dashboardScroll"));
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  charts_host_ = new QWidget(scroll_);
+  charts_host_->setObjectName(QStringLiteral("dashboardCharts"));
+  auto* grid = new QGridLayout(charts_host_);
+  grid->setContentsMargins(0, 0, 0, 0);
   grid->setSpacing(2);
-  outer->addLayout(grid, 1);
+  scroll_->setWidget(charts_host_);
+  outer->addWidget(scroll_, 1);
 
-  charts_.push_back(makeChart(tr("VRAM (GPU sessions only)"), tr("MiB")));
-  charts_.push_back(makeChart(tr("Host RAM"), tr("MiB")));
-  charts_.push_back(makeChart(tr("Disk tier"), tr("MiB")));
-  charts_.push_back(makeChart(tr("KV blocks per tier"), tr("blocks")));
-  charts_.push_back(makeChart(tr("Bytes moved between tiers per token"), tr("bytes")));
-  charts_.push_back(makeChart(tr("Throughput"), tr("tokens/s")));
+  using U = Unit;
+  charts_.push_back(makeChart(tr("VRAM (GPU sessions only)"), U::MiB));
+  charts_.push_back(makeChart(tr("Host RAM"), U::MiB));
+  charts_.push_back(makeChart(tr("Disk tier"), U::MiB));
+  charts_.push_back(makeChart(tr("KV blocks per tier"), U::Blocks));
+  charts_.push_back(makeChart(tr("Bytes moved between tiers per token"), U::Bytes));
+  charts_.push_back(makeChart(tr("Throughput"), U::TokensPerS));
 
   addLine(charts_[kVram], QStringLiteral("vram_weights"), tr("weights"));
   addLine(charts_[kVram], QStringLiteral("vram_window"), tr("KV window"));
@@ -83,6 +147,8 @@ DashboardDock::DashboardDock(QWidget* parent) : QWidget(parent) {
 
   for (size_t i = 0; i < charts_.size(); ++i) {
     grid->addWidget(charts_[i].view, static_cast<int>(i / 3), static_cast<int>(i % 3));
+    styleChart(charts_[i]);
+    rescale(charts_[i], 0);
   }
 }
 
@@ -92,42 +158,88 @@ QString DashboardDock::cpuVramTitle() { return tr("VRAM: none in use on this CPU
 
 QString DashboardDock::vramTitle() const { return charts_[kVram].chart->title(); }
 
-DashboardDock::Chart DashboardDock::makeChart(const QString& title, const QString& y_title) {
+DashboardDock::Chart DashboardDock::makeChart(const QString& title, Unit unit) {
   Chart c;
+  c.unit = unit;
   c.chart = new QChart;
   c.chart->setTitle(title);
   c.chart->setAnimationOptions(QChart::NoAnimation);
   c.chart->setMargins(QMargins(2, 2, 2, 2));
   c.chart->legend()->setAlignment(Qt::AlignBottom);
-  QFont small = c.chart->legend()->font();
-  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
-  c.chart->legend()->setFont(small);
-  const bool dark = palette().color(QPalette::Window).lightness() < 128;
-  c.chart->setTheme(dark ? QChart::ChartThemeDark : QChart::ChartThemeLight);
-  c.x = new QValueAxis;
-  c.x->setLabelFormat(QStringLiteral("%.0f"));
-  c.x->setRange(0, kMinSpanSeconds);
-  c.x->setTickCount(4);  // 10 s steps at first, 100 s over five minutes
-  c.y = new QValueAxis;
-  c.chart->setTitle(QStringLiteral("%1 (%2)").arg(title, y_title));
-  c.y->setTickCount(3);
-  c.y->setRange(0, 1);
-  c.y->setLabelFormat(QStringLiteral("%.6g"));
+  c.x = new QCategoryAxis;
+  c.x->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+  c.x->setTitleText(tr("seconds ago"));
+  c.x->setGridLineVisible(false);
+  c.y = new QCategoryAxis;
+  c.y->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
   c.chart->addAxis(c.x, Qt::AlignBottom);
   c.chart->addAxis(c.y, Qt::AlignLeft);
-  c.view = new QChartView(c.chart, this);  // the view owns the chart
+  c.view = new QChartView(c.chart, charts_host_);  // the view owns the chart
   c.view->setRenderHint(QPainter::Antialiasing);
-  // Small charts: the axes' labels a point smaller, no axis titles (the unit is in the title,
-  // the x axis is seconds since the first sample).
-  QFont labels = c.x->labelsFont();
-  labels.setPointSizeF(std::max(6.0, labels.pointSizeF() - 1.5));
-  c.x->setLabelsFont(labels);
-  c.y->setLabelsFont(labels);
-  QFont title_font = c.chart->titleFont();
-  title_font.setPointSizeF(std::max(7.0, title_font.pointSizeF() - 1));
-  c.chart->setTitleFont(title_font);
-  c.view->setMinimumSize(200, 130);
+  c.view->setMinimumSize(kChartViewWidth, kChartViewHeight);
   return c;
+}
+
+void DashboardDock::styleChart(Chart& c) {
+  // The chart theme resets fonts and colours: the small fonts go on after it.
+  const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
+  c.chart->setTheme(dark ? QChart::ChartThemeDark : QChart::ChartThemeLight);
+  QFont small = font();
+  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+  c.chart->legend()->setFont(small);
+  QFont labels = font();
+  labels.setPointSizeF(std::max(6.0, labels.pointSizeF() - 1.5));
+  for (QCategoryAxis* a : {c.x, c.y, c.y2}) {
+    if (a == nullptr) continue;
+    a->setLabelsFont(labels);
+    a->setTitleFont(labels);
+  }
+  QFont title_font = font();
+  title_font.setPointSizeF(std::max(7.0, title_font.pointSizeF() - 1));
+  title_font.setBold(true);
+  c.chart->setTitleFont(title_font);
+}
+
+QString DashboardDock::tickLabel(Unit unit, double value, int decimals) {
+  switch (unit) {
+    case Unit::MiB:
+      if (value >= 1024) return trimmed_number(value / 1024, decimals) + QStringLiteral(" GiB");
+      return trimmed_number(value, decimals) + QStringLiteral(" MiB");
+    case Unit::Bytes:
+      if (value >= kMiB) return trimmed_number(value / kMiB, decimals) + QStringLiteral(" MiB");
+      if (value >= 1024) return trimmed_number(value / 1024, decimals) + QStringLiteral(" KiB");
+      return trimmed_number(value, decimals) + QStringLiteral(" B");
+    case Unit::TokensPerS:
+      return trimmed_number(value, decimals) + QStringLiteral(" t/s");
+    case Unit::Blocks:
+      break;
+  }
+  return trimmed_number(value, decimals);
+}
+
+QList<QChart*> DashboardDock::charts() const {
+  QList<QChart*> out;
+  for (const Chart& c : charts_) out << c.chart;
+  return out;
+}
+
+QStringList DashboardDock::xLabels(int index) const {
+  if (index < 0 || index >= static_cast<int>(charts_.size())) return {};
+  return charts_[static_cast<size_t>(index)].x->categoriesLabels();
+}
+
+QStringList DashboardDock::yLabels(int index) const {
+  if (index < 0 || index >= static_cast<int>(charts_.size())) return {};
+  return charts_[static_cast<size_t>(index)].y->categoriesLabels();
+}
+
+void DashboardDock::changeEvent(QEvent* event) {
+  QWidget::changeEvent(event);
+  const QEvent::Type t = event->type();
+  if (t == QEvent::PaletteChange || t == QEvent::ApplicationPaletteChange ||
+      t == QEvent::StyleChange) {
+    for (Chart& c : charts_) styleChart(c);
+  }
 }
 
 QLineSeries* DashboardDock::addLine(Chart& c, const QString& key, const QString& name, bool right) {
@@ -139,10 +251,8 @@ QLineSeries* DashboardDock::addLine(Chart& c, const QString& key, const QString&
     // The system's available RAM (GiB) beside MiB of KV and RSS: its own axis, so the small
     // ones stay readable. Only that series uses it.
     if (!c.y2) {
-      c.y2 = new QValueAxis;
-      c.y2->setRange(0, 1);
-      c.y2->setLabelFormat(QStringLiteral("%.0f"));
-      c.y2->setTickCount(3);
+      c.y2 = new QCategoryAxis;
+      c.y2->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
       c.y2->setLabelsFont(c.y->labelsFont());
       c.chart->addAxis(c.y2, Qt::AlignRight);
     }
@@ -306,16 +416,22 @@ void DashboardDock::rescale(Chart& c, double now) {
       const QList<QPointF> pts = s->points();
       for (const QPointF& p : pts) top = std::max(top, p.y());
     }
-    return top > 0 ? top * 1.1 : 1.0;
+    return top;
   };
-  // The x axis grows with the data up to five minutes, then slides.
-  c.x->setRange(from, std::max(now, from + kMinSpanSeconds));
-  c.y->setRange(0, trim_and_top(c.lines));
-  if (c.y2) c.y2->setRange(0, trim_and_top(c.lines2));
+  // The x axis ends at the latest sample (0 seconds ago) and spans what is shown: at least
+  // kMinSpanSeconds, at most the history; labels at rounded steps of seconds ago.
+  const double span = std::clamp(now - from, kMinSpanSeconds, kHistorySeconds);
+  const double step = nice_step(span / 4);
+  std::vector<std::pair<double, QString>> ticks;
+  for (int k = static_cast<int>(std::floor(span / step + 1e-9)); k >= 0; --k)
+    ticks.emplace_back(now - k * step, QString::number(k * step, 'g', 6));
+  set_ticks(c.x, now - span, now, ticks);
+  set_y_ticks(c.y, c.unit, trim_and_top(c.lines));
+  if (c.y2) set_y_ticks(c.y2, c.unit, trim_and_top(c.lines2));
 }
 
 bool DashboardDock::exportPng(const QString& path, QString* error) {
-  const QPixmap image = grab();
+  const QPixmap image = charts_host_->grab();  // every chart, scrolled out of view or not
   if (image.isNull() || !image.save(path, "PNG")) {
     if (error) *error = tr("Could not write the image %1").arg(path);
     return false;

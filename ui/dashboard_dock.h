@@ -7,22 +7,30 @@
 //   bytes moved between tiers per token
 //   prefill and decode tokens/s
 // Samples come from EngineWorker::telemetry (2-4 per second) through addSample(). Hovering a
-// series shows the values at that time; Export PNG grabs the widget, Export CSV writes every
-// sample received (not only the last five minutes).
+// series shows the values at that time; Export PNG writes the charts (not the buttons), Export
+// CSV writes every sample received (not only the last five minutes).
+//
+// Readability: the charts scroll inside the dock (three columns), each tall enough for a plot
+// area of at least kMinPlotHeight pixels; the x axis counts seconds ago (0 at the right: the
+// latest sample); the y axes have rounded ticks with units (MiB or GiB, t/s, bytes); the charts
+// take the light or dark chart theme of the palette, again when the palette changes.
 #pragma once
 
 #include <QHash>
+#include <QList>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 #include <vector>
 
 #include "app/worker/telemetry.h"
 
+class QCategoryAxis;
 class QChart;
 class QChartView;
 class QLabel;
+class QScrollArea;
 class QLineSeries;
-class QValueAxis;
 class QXYSeries;
 
 namespace spw::ui {
@@ -36,6 +44,13 @@ class DashboardDock final : public QWidget {
   static constexpr double kHistorySeconds = 300;
   /// The x axis spans at least this many seconds (it grows to kHistorySeconds, then slides).
   static constexpr double kMinSpanSeconds = 30;
+  /// Each chart's plot area is at least this tall (pixels).
+  static constexpr int kMinPlotHeight = 120;
+  /// What a y axis counts (its tick labels' unit).
+  enum class Unit { MiB, Blocks, Bytes, TokensPerS };
+  /// A tick label: "512 MiB", "1.5 GiB" (from 1024 MiB on), "4 KiB", "40 t/s", "64"; with
+  /// `decimals` digits after the point.
+  static QString tickLabel(Unit unit, double value, int decimals);
 
   explicit DashboardDock(QWidget* parent = nullptr);
   ~DashboardDock() override;
@@ -53,6 +68,13 @@ class DashboardDock final : public QWidget {
   /// The values of the sample nearest `seconds` (since the first sample) as tooltip text for
   /// the chart holding `key`; empty without samples.
   QString valuesAt(const QString& key, double seconds) const;
+  /// The charts, in the grid's order (VRAM, host RAM, disk, blocks, moved, throughput).
+  QList<QChart*> charts() const;
+  /// The widget holding the charts (what Export PNG writes).
+  QWidget* chartsWidget() const { return charts_host_; }
+  /// Tick labels of chart `index`'s x axis (seconds ago, left to right) and y axis (bottom up).
+  QStringList xLabels(int index) const;
+  QStringList yLabels(int index) const;
 
  public slots:
   /// Appends a sample (EngineWorker::telemetry); drops points older than five minutes.
@@ -65,17 +87,22 @@ class DashboardDock final : public QWidget {
   /// Forgets every sample and point.
   void clear();
 
+ protected:
+  void changeEvent(QEvent* event) override;
+
  private:
   struct Chart {
     QChart* chart = nullptr;
     QChartView* view = nullptr;
-    QValueAxis* x = nullptr;
-    QValueAxis* y = nullptr;
-    QValueAxis* y2 = nullptr;        // right-hand axis (system available RAM), or null
+    QCategoryAxis* x = nullptr;   // seconds ago, labels at rounded steps
+    QCategoryAxis* y = nullptr;   // rounded ticks with units
+    QCategoryAxis* y2 = nullptr;  // right-hand axis (system available RAM), or null
+    Unit unit = Unit::MiB;
     std::vector<QXYSeries*> lines;   // whose points decide the y range
     std::vector<QXYSeries*> lines2;  // on y2
   };
-  Chart makeChart(const QString& title, const QString& y_title);
+  Chart makeChart(const QString& title, Unit unit);
+  void styleChart(Chart& c);
   QLineSeries* addLine(Chart& c, const QString& key, const QString& name, bool right = false);
   void addStackedArea(Chart& c);
   void connectHover(QXYSeries* s, const QString& key);
@@ -88,6 +115,8 @@ class DashboardDock final : public QWidget {
   QHash<QString, int> chart_of_;  // key -> index into charts_
   std::vector<Chart> charts_;
   QLabel* summary_ = nullptr;
+  QScrollArea* scroll_ = nullptr;
+  QWidget* charts_host_ = nullptr;
 };
 
 }  // namespace spw::ui

@@ -1,7 +1,11 @@
-// DashboardDock: points per series as samples arrive, the five-minute window, CSV and PNG export.
+// DashboardDock: points per series as samples arrive, the five-minute window, CSV and PNG export
+// (the charts only), readable axes (seconds ago, rounded ticks with units), plot areas of at
+// least kMinPlotHeight pixels in a small dock, charts that follow a theme change.
 #include "ui/dashboard_dock.h"
 
 #include <gtest/gtest.h>
+#include <QApplication>
+#include <QChart>
 #include <QFile>
 #include <QImage>
 #include <QTemporaryDir>
@@ -9,6 +13,7 @@
 #include <QXYSeries>
 
 #include "app/worker/telemetry.h"
+#include "ui/theme.h"
 
 namespace spw::ui {
 namespace {
@@ -135,12 +140,85 @@ TEST(Dashboard, PngExportWritesAnImageOfTheDashboard) {
   EXPECT_GT(QFile(path).size(), 1000);
   QImage img(path);
   ASSERT_FALSE(img.isNull());
-  EXPECT_EQ(img.size(), d.size() * d.devicePixelRatio());
+  // The charts, all of them (scrolled out of view or not), without the buttons above them.
+  EXPECT_EQ(img.size(), d.chartsWidget()->size() * d.devicePixelRatio());
+  EXPECT_FALSE(d.chartsWidget()->isAncestorOf(d.findChild<QWidget*>(QStringLiteral("exportPng"))));
   // Not blank: more than a handful of distinct colours (axes, lines, text).
   QSet<QRgb> colours;
   for (int y = 0; y < img.height(); y += 4)
     for (int x = 0; x < img.width(); x += 4) colours.insert(img.pixel(x, y));
   EXPECT_GT(colours.size(), 10);
+}
+
+TEST(Dashboard, TickLabelsAreRoundedWithUnits) {
+  using U = DashboardDock::Unit;
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 512, 2), QStringLiteral("512 MiB"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 1536, 2), QStringLiteral("1.5 GiB"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 0.25, 2), QStringLiteral("0.25 MiB"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 4096, 2), QStringLiteral("4 KiB"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 3 * 1024 * 1024, 2), QStringLiteral("3 MiB"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 200, 2), QStringLiteral("200 B"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::TokensPerS, 42.5, 1), QStringLiteral("42.5 t/s"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Blocks, 64, 2), QStringLiteral("64"));
+}
+
+TEST(Dashboard, AxesCountSecondsAgoAndHaveRoundedTicksWithUnits) {
+  DashboardDock d;
+  d.resize(900, 400);
+  d.show();
+  // Two minutes of samples, one a second: RSS 3 GiB, 8 GiB available, 900 t/s prefill.
+  for (int i = 0; i <= 120; ++i) {
+    app::TelemetrySample s = cpu_sample(i);
+    s.t_ms = 1'700'000'000'000 + int64_t{i} * 1000;
+    s.rss_bytes = int64_t{3} << 30;
+    d.addSample(s);
+  }
+  const QList<QChart*> charts = d.charts();
+  ASSERT_EQ(charts.size(), 6);
+  for (QChart* c : charts) {
+    ASSERT_FALSE(c->axes(Qt::Horizontal).isEmpty());
+    EXPECT_EQ(c->axes(Qt::Horizontal).first()->titleText(), QStringLiteral("seconds ago"));
+  }
+  // 120 s shown, labels every 50 s, 0 at the latest sample (the right end).
+  EXPECT_EQ(d.xLabels(1), (QStringList{"100", "50", "0"}));
+  // Host RAM: 3 GiB of RSS (x 1.1 headroom) on 2 GiB ticks.
+  EXPECT_EQ(d.yLabels(1), (QStringList{"2 GiB", "4 GiB"}));
+  // Throughput: 900 t/s on 500 t/s ticks; blocks: whole numbers.
+  EXPECT_EQ(d.yLabels(5), (QStringList{"500 t/s", "1000 t/s"}));
+  for (const QString& l : d.yLabels(3))
+    EXPECT_FALSE(l.contains(QLatin1Char('.'))) << l.toStdString();
+}
+
+TEST(Dashboard, PlotAreasStayReadableInASmallDock) {
+  DashboardDock d;
+  d.resize(1000, 220);  // a bottom dock at its starting height
+  d.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&d));
+  for (int i = 0; i < 5; ++i) d.addSample(cpu_sample(i));
+  QApplication::processEvents();
+  for (QChart* c : d.charts()) {
+    EXPECT_GE(c->plotArea().height(), DashboardDock::kMinPlotHeight) << c->title().toStdString();
+    EXPECT_GE(c->plotArea().width(), 120) << c->title().toStdString();
+    // The legend is laid out whole (not cut by the chart's edge).
+    EXPECT_LE(c->legend()->geometry().bottom(), c->size().height() + 0.5)
+        << c->title().toStdString();
+  }
+}
+
+TEST(Dashboard, ChartsFollowAThemeChangeAtOnce) {
+  apply_theme(*qApp, Theme::Light);
+  QWidget window;  // inside a window, as in its dock
+  auto* d = new DashboardDock(&window);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  for (QChart* c : d->charts()) EXPECT_EQ(c->theme(), QChart::ChartThemeLight);
+  apply_theme(*qApp, Theme::Dark);
+  QApplication::processEvents();
+  for (QChart* c : d->charts()) EXPECT_EQ(c->theme(), QChart::ChartThemeDark);
+  apply_theme(*qApp, Theme::Light);
+  QApplication::processEvents();
+  for (QChart* c : d->charts()) EXPECT_EQ(c->theme(), QChart::ChartThemeLight);
+  apply_theme(*qApp, Theme::System);
 }
 
 }  // namespace

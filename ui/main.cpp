@@ -1,11 +1,14 @@
 // spillway: the desktop app.
 //   spillway [FILE.pdf...] [--model PATH] [--data-dir DIR] [--ask QUESTION]
-//            [--screenshot OUT.png] [--screenshot-delay MS]
+//            [--screenshot OUT.png] [--screenshot-delay MS] [--window-size WxH]
+//            [--theme light|dark|system]
 // Files given are added to the library (in the background) and the first one is opened.
 // --screenshot renders the main window to a PNG once the first page is on screen (or start-up
 // ended with nothing to show) and the delay has passed, then exits (headless checks:
 // QT_QPA_PLATFORM=offscreen or xvfb-run). --ask puts a question to the first document once its
-// page is shown; with --screenshot the screenshot then waits for the answer.
+// page is shown; with --screenshot the screenshot then waits for the answer. --window-size sets
+// the window's size for this run (the saved layout's size otherwise); --theme overrides the
+// theme of Settings for this run (not stored).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -19,7 +22,7 @@
 #include <QPixmap>
 #include <QPushButton>
 #include <QSettings>
-#include <QStandardPaths>
+#include <QSize>
 #include <QTimer>
 
 #include "app/paths.h"
@@ -27,7 +30,9 @@
 #include "app/worker/engine_worker.h"
 #include "ui/app_controller.h"
 #include "ui/chat_panel.h"
+#include "ui/icons.h"
 #include "ui/main_window.h"
+#include "ui/theme.h"
 
 namespace {
 
@@ -37,20 +42,20 @@ constexpr int kScreenshotWatchdogMs = 120'000;
 
 QString fromUtf8(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
-// Icons the desktop's theme lacks come from Adwaita when it is installed, before the style's
-// few built-in ones. Outside a desktop session (xvfb-run, offscreen) Qt knows no theme and no
-// system icon folder at all: give it the XDG icon folders and the base theme, so the window
-// looks the same there.
-void useInstalledIconThemes() {
-  QStringList paths = QIcon::themeSearchPaths();
-  for (const QString& dir :
-       QStandardPaths::locateAll(QStandardPaths::GenericDataLocation, QStringLiteral("icons"),
-                                 QStandardPaths::LocateDirectory)) {
-    if (!paths.contains(dir)) paths << dir;
-  }
-  QIcon::setThemeSearchPaths(paths);
-  QIcon::setFallbackThemeName(QStringLiteral("Adwaita"));
-  if (QIcon::themeName().isEmpty()) QIcon::setThemeName(QStringLiteral("hicolor"));
+// Smaller than this the docks cannot all be laid out; larger than this is a typo.
+constexpr int kMinWindowSide = 320;
+constexpr int kMaxWindowSide = 16384;
+
+// "1280x800" (or "1280X800"): the size, or nullopt when it is not WxH within the limits.
+std::optional<QSize> parseWindowSize(const QString& text) {
+  const QStringList wh = text.trimmed().toLower().split(QLatin1Char('x'));
+  if (wh.size() != 2) return std::nullopt;
+  bool ok_w = false, ok_h = false;
+  const int w = wh[0].toInt(&ok_w), h = wh[1].toInt(&ok_h);
+  if (!ok_w || !ok_h) return std::nullopt;
+  if (w < kMinWindowSide || h < kMinWindowSide || w > kMaxWindowSide || h > kMaxWindowSide)
+    return std::nullopt;
+  return QSize(w, h);
 }
 
 }  // namespace
@@ -83,7 +88,7 @@ int main(int argc, char** argv) {
   QApplication::setApplicationVersion(fromUtf8(spw::app::version()));
   QApplication::setDesktopFileName(QStringLiteral("spillway"));
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/spillway/spillway.svg")));
-  useInstalledIconThemes();
+  spw::ui::use_installed_icon_themes();
 
   QCommandLineParser parser;
   parser.setApplicationDescription(
@@ -116,7 +121,17 @@ int main(int argc, char** argv) {
       QStringLiteral("Once the first page is shown, ask QUESTION about it in the chat (with "
                      "--screenshot: the screenshot is taken when the answer is complete)."),
       QStringLiteral("QUESTION"));
+  const QCommandLineOption size_opt(
+      QStringLiteral("window-size"),
+      QStringLiteral("Open the window at WxH pixels (e.g. 1024x640) instead of the saved size."),
+      QStringLiteral("WxH"));
+  const QCommandLineOption theme_opt(
+      QStringLiteral("theme"),
+      QStringLiteral("Use the light, dark or system theme for this run (Settings keep theirs)."),
+      QStringLiteral("light|dark|system"));
   parser.addOption(model_opt);
+  parser.addOption(size_opt);
+  parser.addOption(theme_opt);
   parser.addOption(ask_opt);
   parser.addOption(data_dir_opt);
   parser.addOption(screenshot_opt);
@@ -134,6 +149,26 @@ int main(int argc, char** argv) {
   if (!delay_ok || delay_ms < 0) {
     return fail(QStringLiteral("--screenshot-delay: '%1' is not a number of milliseconds")
                     .arg(parser.value(delay_opt)));
+  }
+  std::optional<QSize> window_size;
+  if (parser.isSet(size_opt)) {
+    window_size = parseWindowSize(parser.value(size_opt));
+    if (!window_size) {
+      return fail(QStringLiteral("--window-size: '%1' is not WxH (two whole numbers of pixels "
+                                 "from %2 to %3, e.g. 1024x640)")
+                      .arg(parser.value(size_opt))
+                      .arg(kMinWindowSide)
+                      .arg(kMaxWindowSide));
+    }
+  }
+  QString theme;
+  if (parser.isSet(theme_opt)) {
+    theme = parser.value(theme_opt).trimmed().toLower();
+    if (theme != QLatin1String("light") && theme != QLatin1String("dark") &&
+        theme != QLatin1String("system")) {
+      return fail(QStringLiteral("--theme: '%1' is not light, dark or system")
+                      .arg(parser.value(theme_opt)));
+    }
   }
   const QStringList files = parser.positionalArguments();
   for (const QString& f : files) {
@@ -164,6 +199,7 @@ int main(int argc, char** argv) {
       // The sample contract comes with a first start that brings no documents of its own.
       .add_sample = files.isEmpty(),
   });
+  if (window_size) window.resize(*window_size);
   window.show();
 
   // The engine worker, chat, dashboard, jobs and Settings; destroyed before the window.
@@ -173,6 +209,8 @@ int main(int argc, char** argv) {
                   .cache_dir = QString::fromStdString(paths->cache_dir.string()),
                   .model_path = model_path,
               });
+  // After the controller, which applies the theme of Settings.
+  if (!theme.isEmpty()) spw::ui::apply_theme(app, theme);
 
   const QString question = parser.value(ask_opt);
   const QString out = parser.value(screenshot_opt);

@@ -216,12 +216,12 @@ void MainWindow::buildDocks() {
                    themed("view-list-details", QStyle::SP_FileDialogDetailedView, style()),
                    tr("Job queue"), tr("Batch jobs over many documents, now or overnight."), this),
                this);
-  // The bottom docks (memory, jobs) span the whole width: six charts and a wide table.
+  // The bottom docks (memory, jobs) span the whole width, side by side: the memory a batch job
+  // uses can be watched beside the job's progress.
   setCorner(Qt::BottomLeftCorner, Qt::BottomDockWidgetArea);
   setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
   addDockWidget(Qt::BottomDockWidgetArea, memory_dock_);
-  tabifyDockWidget(memory_dock_, jobs_dock_);
-  memory_dock_->raise();
+  splitDockWidget(memory_dock_, jobs_dock_, Qt::Horizontal);
 }
 
 void MainWindow::buildMenus() {
@@ -251,7 +251,11 @@ void MainWindow::buildMenus() {
       settings->addAction(themed("preferences-system", QStyle::SP_FileDialogInfoView, style()),
                           tr("&Settings…"), this, &MainWindow::settingsRequested);
   prefs->setObjectName(QStringLiteral("settingsAction"));
-  prefs->setShortcut(QKeySequence::Preferences);
+  // Ctrl+, everywhere (the platform's Preferences key is empty on most Linux desktops).
+  QList<QKeySequence> prefs_keys = QKeySequence::keyBindings(QKeySequence::Preferences);
+  const QKeySequence ctrl_comma(Qt::CTRL | Qt::Key_Comma);
+  if (!prefs_keys.contains(ctrl_comma)) prefs_keys.prepend(ctrl_comma);
+  prefs->setShortcuts(prefs_keys);
   prefs->setMenuRole(QAction::PreferencesRole);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -269,7 +273,11 @@ void MainWindow::buildMenus() {
 void MainWindow::restoreLayout() {
   resize(kDefaultWidth, kDefaultHeight);
   resizeDocks({library_dock_, chat_dock_}, {320, 380}, Qt::Horizontal);
-  resizeDocks({memory_dock_}, {300}, Qt::Vertical);
+  // The page gets most of the height: the bottom docks start at a quarter of it (their size
+  // is kept with the layout once changed); the dashboard scrolls its charts.
+  resizeDocks({memory_dock_, jobs_dock_}, {kDefaultWidth * 3 / 5, kDefaultWidth * 2 / 5},
+              Qt::Horizontal);
+  resizeDocks({memory_dock_}, {kDefaultHeight / 4}, Qt::Vertical);
   if (!lib_ || !params_.restore_layout) return;
   auto geometry = lib_->setting(kGeometryKey);
   auto state = lib_->setting(kStateKey);

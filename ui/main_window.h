@@ -1,7 +1,7 @@
 // The main window (docs/DESIGN.md §6): the library (left dock), the PDF page viewer (centre), chat
-// (right dock), the memory dashboard and job queue (bottom docks, tabbed). The chat, dashboard
-// and jobs widgets are made elsewhere and handed in with the setters; until then the docks hold
-// placeholders that say what will be there.
+// (right dock), the memory dashboard and job queue (bottom docks, side by side). The chat,
+// dashboard and jobs widgets are made elsewhere and handed in with the setters; until then the
+// docks hold placeholders that say what will be there.
 //
 // Documents come in by drag and drop anywhere on the window, File > Open or the command line;
 // they are ingested in the background (app/worker/ingest_worker.h) with a progress row each.

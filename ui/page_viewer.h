@@ -86,6 +86,8 @@ class PageViewer final : public QWidget {
   void setZoom(double zoom);
   bool fitWidth() const { return fit_width_; }
   void setFitWidth(bool on);
+  /// The page toolbar (previous, page number, next, zoom), for tests.
+  QToolBar* toolBar() const { return bar_; }
 
  signals:
   /// A page was put on screen (rendered or stored text).

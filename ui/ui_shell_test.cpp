@@ -134,6 +134,35 @@ TEST(MainWindowShell, FirstRunSizeDocksAndStatusBar) {
   ASSERT_NE(action, nullptr);
   action->trigger();
   EXPECT_EQ(settings.count(), 1);
+  // Ctrl+, opens Settings too.
+  EXPECT_TRUE(action->shortcuts().contains(QKeySequence(Qt::CTRL | Qt::Key_Comma)));
+  w.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+  QTest::keyClick(&w, Qt::Key_Comma, Qt::ControlModifier);
+  EXPECT_EQ(settings.count(), 2);
+}
+
+TEST(MainWindowShell, MemoryAndJobsSideBySideAndThePageGetsMostOfTheHeight) {
+  TempDir dir("spillway-ui");
+  MainWindow w(paramsFor(dir));
+  w.setDashboardWidget(new QLabel(QStringLiteral("dashboard")));
+  w.setJobsWidget(new QLabel(QStringLiteral("jobs")));
+  w.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+  QApplication::processEvents();
+  // Both bottom docks on screen at once, not tabs of one place.
+  EXPECT_TRUE(w.dashboardDock()->isVisible());
+  EXPECT_TRUE(w.jobsDock()->isVisible());
+  EXPECT_TRUE(w.tabifiedDockWidgets(w.dashboardDock()).isEmpty());
+  const QRect mem = w.dashboardDock()->geometry(), jobs = w.jobsDock()->geometry();
+  EXPECT_FALSE(mem.intersects(jobs));
+  EXPECT_EQ(mem.top(), jobs.top());  // side by side
+  EXPECT_GT(mem.width(), 300);
+  EXPECT_GT(jobs.width(), 300);
+  // At 1280x800 the page viewer has most of the height; the bottom docks start small.
+  const int viewer_h = w.pageViewer()->height();
+  EXPECT_GE(viewer_h, w.height() / 2) << "viewer " << viewer_h << " of " << w.height();
+  EXPECT_LE(mem.height(), w.height() / 3) << "bottom docks " << mem.height();
 }
 
 TEST(MainWindowShell, GeometryAndDocksRoundTripThroughTheLibrary) {

@@ -8,6 +8,7 @@
 #include <QTimer>
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "app/ask/citations.h"
 #include "app/runtime/engine.h"
@@ -294,7 +295,15 @@ struct EngineWorker::Core final : QObject {
       std::filesystem::create_directories(params.snapshot_dir.toStdString(), ec);
       if (!ec) ask.snapshot_dir = params.snapshot_dir.toStdString();
     }
-    const auto part_start = [this](int part, int n_parts, int first, int last) {
+    // Parts: one meter from the first part's start (its clock in seconds, as ProgressMeter
+    // wants); the event says how many parts are done when the next one starts.
+    std::optional<ProgressMeter> parts_meter;
+    const auto part_start = [this, o, &parts_meter](int part, int n_parts, int first, int last) {
+      const double now_s = static_cast<double>(now_ms()) / 1000.0;
+      if (!parts_meter) parts_meter.emplace(ProgressPhase::Part, n_parts, now_s);
+      const int64_t done = part == 0 ? n_parts : part - 1;
+      const ProgressEvent e = parts_meter->at(done, now_s);
+      post([o, e] { emit o->progress(e); });
       if (part == 0) {  // the combining prompt (app/ask/ask.h AskCallbacks::part_start)
         post_note(fmt::format("combining the answers of the {} parts", n_parts));
       } else if (first == last) {
@@ -369,6 +378,7 @@ EngineWorker::EngineWorker(const Params& params, QObject* parent)
   qRegisterMetaType<spw::app::ModelLoadedInfo>();
   qRegisterMetaType<spw::app::AskRequest>();
   qRegisterMetaType<spw::app::AnswerResult>();
+  qRegisterMetaType<spw::app::ProgressEvent>();
 
   thread_ = new QThread(this);
   thread_->setObjectName(QStringLiteral("spillway-engine"));

@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "app/runtime/progress.h"
 #include "app/worker/plan_summary.h"
 #include "app/worker/telemetry.h"
 
@@ -163,6 +164,10 @@ class EngineWorker final : public QObject {
   /// A line for the user: notes of the engine (saved KV reused, map-reduce parts, fallbacks).
   void note(const QString& text);
   void telemetry(const spw::app::TelemetrySample& sample);
+  /// How far the running answer is (app/runtime/progress.h): map-reduce parts as each part
+  /// starts (done = parts finished; the combining prompt: done == total).
+  /// Prefill and decode events come once the engine reports its progress.
+  void progress(const spw::app::ProgressEvent& event);
   /// Tokens per document id for the loaded model (after a load and countTokens()).
   void tokenCounts(const QHash<qint64, qint64>& counts);
   void busyChanged(bool busy);
@@ -191,3 +196,4 @@ class EngineWorker final : public QObject {
 Q_DECLARE_METATYPE(spw::app::ModelLoadedInfo)
 Q_DECLARE_METATYPE(spw::app::AskRequest)
 Q_DECLARE_METATYPE(spw::app::AnswerResult)
+Q_DECLARE_METATYPE(spw::app::ProgressEvent)
