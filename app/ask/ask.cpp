@@ -1,6 +1,7 @@
 #include "app/ask/ask.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -46,9 +47,49 @@ std::string snapshot_file_name(const SnapshotKey& key) {
   return fmt::format("{:016x}-{:016x}.kv", key.model_fingerprint, key.prefix_hash);
 }
 
+uint64_t part_answer_key(uint64_t part_prefix_hash, const AskParams& params) {
+  const SamplerParams& sp = params.sampling;
+  const std::string text =
+      fmt::format("{:016x}\n{}\n{}\ntemp {} top_k {} top_p {} min_p {} repeat {} last {} seed {}",
+                  part_prefix_hash, params.question, params.n_predict, sp.temp, sp.top_k, sp.top_p,
+                  sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed);
+  QCryptographicHash h(QCryptographicHash::Sha256);
+  h.addData(QByteArrayView(text.data(), static_cast<qsizetype>(text.size())));
+  const QByteArray d = h.result();
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(d[i]);
+  return v;
+}
+
+std::string stopped_mark(const std::string& stopped) {
+  return stopped.empty() ? std::string() : "[stopped: " + stopped + "]";
+}
+
+std::string checkpoint_file_name(const SnapshotKey& key) {
+  return fmt::format("{:016x}-{:016x}-checkpoint.kv", key.model_fingerprint, key.prefix_hash);
+}
+
 int64_t answer_reserve(int32_t n_predict, int64_t n_ctx) {
   const int64_t want = n_predict >= 0 ? n_predict : 256;
   return std::max<int64_t>(1, std::min(want, std::max<int64_t>(1, n_ctx / 4)));
+}
+
+int64_t part_question_budget(int64_t n_ctx) {
+  return std::max<int64_t>(1, std::min<int64_t>(128, n_ctx / 16));
+}
+
+int64_t part_answer_reserve(int64_t n_ctx) {
+  return std::max<int64_t>(1, std::min<int64_t>(256, n_ctx / 8));
+}
+
+int64_t part_question_budget(int64_t n_ctx, int64_t question_tokens) {
+  const int64_t fixed = part_question_budget(n_ctx);
+  if (question_tokens <= fixed) return fixed;
+  return (question_tokens + 63) / 64 * 64;
+}
+
+int64_t part_reserve(int64_t n_ctx, int64_t question_tokens) {
+  return part_question_budget(n_ctx, question_tokens) + part_answer_reserve(n_ctx);
 }
 
 namespace {
@@ -70,6 +111,78 @@ struct RunSetup {
 
 void note(const RunSetup& rs, const std::string& line) {
   if (rs.callbacks->note) rs.callbacks->note(line);
+}
+
+// Prefills `prefix` (the session empty, no logits) in slices of kPrefillSliceTokens, resuming
+// from `checkpoint` when it holds a beginning of `prefix`, and saving it every
+// checkpoint_tokens / checkpoint_seconds and when cancelled. Returns the tokens resumed from.
+Expected<int64_t> prefill_with_checkpoints(cpu::CpuSession& s, const std::vector<int32_t>& prefix,
+                                           const std::string& checkpoint, const RunSetup& rs) {
+  const AskParams& p = *rs.params;
+  const auto n = static_cast<int64_t>(prefix.size());
+  const bool on = p.checkpoint_tokens > 0;
+  std::error_code ec;
+  int64_t resumed = 0;
+  if (on && fs::exists(checkpoint, ec)) {
+    if (auto st = s.load_kv(checkpoint); !st) {
+      note(rs, fmt::format("prefill checkpoint not usable ({}); prefilling from the start",
+                           st.error().message));
+      fs::remove(checkpoint, ec);
+    } else {
+      const auto held = static_cast<int64_t>(s.tokens().size());
+      if (held > 0 && held < n &&
+          std::equal(s.tokens().begin(), s.tokens().end(), prefix.begin())) {
+        resumed = held;
+        note(rs, fmt::format("resuming the prefill from a checkpoint: {} of {} tokens restored",
+                             held, n));
+      } else {
+        note(rs, fmt::format("prefill checkpoint {} holds other tokens; prefilling from the start",
+                             checkpoint));
+        fs::remove(checkpoint, ec);
+      }
+    }
+  }
+  if (!on) {
+    if (auto st = s.eval(prefix, false); !st) return st.error();
+    return 0;
+  }
+  using Clock = std::chrono::steady_clock;
+  int64_t saved_at = resumed;
+  auto saved_time = Clock::now();
+  const auto save = [&](int64_t pos) {
+    fs::create_directories(p.snapshot_dir, ec);
+    if (auto st = s.save_kv(checkpoint); !st) {
+      note(rs, fmt::format("could not save a prefill checkpoint: {}", st.error().message));
+      return;
+    }
+    note(rs, fmt::format("prefill checkpoint: {} of {} tokens saved", pos, n));
+    saved_at = pos;
+    saved_time = Clock::now();
+  };
+  const auto cancelled = [&rs] { return rs.callbacks->cancelled && rs.callbacks->cancelled(); };
+  int64_t pos = resumed;
+  bool first = true;
+  while (pos < n) {
+    if (cancelled()) {
+      if (pos > saved_at) save(pos);
+      return Error{"cancelled"};
+    }
+    const int64_t end = std::min(n, (pos / kPrefillSliceTokens + 1) * kPrefillSliceTokens);
+    // After a restore the first eval gets the sequence from position 0 (CpuSession::eval).
+    const size_t from = first && resumed > 0 ? 0 : static_cast<size_t>(pos);
+    first = false;
+    const std::span<const int32_t> slice(prefix.data() + from, static_cast<size_t>(end) - from);
+    if (auto st = s.eval(slice, false); !st) {
+      // Stopped inside the slice: the ubatches run are kept, and so is the work up to them.
+      if (st.error().message == "cancelled" && s.n_past() > saved_at) save(s.n_past());
+      return st.error();
+    }
+    pos = end;
+    const double since = std::chrono::duration<double>(Clock::now() - saved_time).count();
+    if (pos < n && (pos - saved_at >= p.checkpoint_tokens || since >= p.checkpoint_seconds))
+      save(pos);
+  }
+  return resumed;
 }
 
 // Prefills `pt` (through its snapshot when `snapshot` and the session has them), then generates.
@@ -115,13 +228,18 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
       if (auto st = s.eval(all, true); !st) return st.error();
       prefilled = true;
     } else {
-      if (auto st = s.eval(pt.prefix, false); !st) return st.error();
+      const std::string checkpoint =
+          (fs::path(p.snapshot_dir) / checkpoint_file_name(key)).string();
+      auto done = prefill_with_checkpoints(*cpu, pt.prefix, checkpoint, rs);
+      if (!done) return done.error();
+      run.resumed_from_tokens = *done;
       fs::create_directories(p.snapshot_dir, ec);
       if (auto st = cpu->save_kv(file); !st) {
         note(rs, fmt::format("could not save the document's KV: {}", st.error().message));
       } else {
         const auto size = static_cast<int64_t>(fs::file_size(file, ec));
         run.saved_snapshot = true;
+        fs::remove(checkpoint, ec);  // the whole prefix is saved: its checkpoint is done with
         if (rs.index) {
           if (auto st =
                   rs.index->put(key, file, ec ? 0 : size, static_cast<int64_t>(pt.prefix.size()));
@@ -167,6 +285,8 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
     }
     if (!all_finite(s.logits())) return non_finite;
   }
+  if (run.stopped.empty() && p.n_predict >= 0 && run.generated_tokens == p.n_predict)
+    run.stopped = fmt::format("length limit {} tokens", p.n_predict);
   return run;
 }
 
@@ -218,7 +338,8 @@ Expected<PromptRun> reduce(const PromptContext& ctx, const DocumentText& doc,
 
 Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText& doc,
                                  const AskParams& params, const SessionFactory& make_session,
-                                 SnapshotIndex* index, const AskCallbacks& callbacks) {
+                                 SnapshotIndex* index, const AskCallbacks& callbacks,
+                                 PartStore* store) {
   AskResult res;
   const PageRange whole{0, doc.pages.size()};
   res.pages_without_text = pages_without_text(doc, whole);
@@ -284,6 +405,7 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
     res.generated_tokens = run->generated_tokens;
     res.reused_snapshot = run->reused_snapshot;
     res.reused_tokens = run->reused_tokens;
+    res.resumed_from_tokens = run->resumed_from_tokens;
     res.stopped = run->stopped;
     res.citations = check_citations(res.answer, doc);
     return res;
@@ -295,10 +417,25 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
         "--map-reduce to answer over parts of the document, or a larger -c",
         res.prompt_tokens, res.document_tokens, res.question_tokens, reserve, n_ctx);
   }
-  auto ranges = plan_parts(ctx, doc, params.question, n_ctx, reserve);
+  res.part_question_budget = part_question_budget(n_ctx, res.question_tokens);
+  if (res.part_question_budget > part_question_budget(n_ctx)) {
+    note_line(fmt::format(
+        "the question takes {} tokens, more than the {} the document's parts are planned with: "
+        "parts planned for a {}-token question (their saved KV serves only questions about as "
+        "long)",
+        res.question_tokens, part_question_budget(n_ctx), res.part_question_budget));
+  }
+  if (part_reserve(n_ctx, res.question_tokens) >= n_ctx) {
+    return make_error(
+        "the question takes {} tokens: with room for a {}-token answer it leaves no room for the "
+        "document in the {}-token context (ask a shorter question, or use a larger context)",
+        res.question_tokens, part_answer_reserve(n_ctx), n_ctx);
+  }
+  auto ranges = plan_parts(ctx, doc, n_ctx, part_reserve(n_ctx, res.question_tokens));
   if (!ranges) return ranges.error();
   const int n_parts = static_cast<int>(ranges->size());
   res.map_reduce = true;
+  res.n_parts = n_parts;
   const auto n_pieces = std::count_if(ranges->begin(), ranges->end(),
                                       [](const PageRange& r) { return r.is_piece(); });
   note_line(fmt::format(
@@ -316,6 +453,23 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
     pa.last_page = doc.pages[r.page_end - 1].page_no;
     if (callbacks.part_start) callbacks.part_start(k + 1, n_parts, pa.first_page, pa.last_page);
     const BuiltPrompt prompt = build_document_prompt(ctx, doc, r, params.question, k + 1, n_parts);
+    const uint64_t answer_key =
+        part_answer_key(prefix_hash(params.kv_config, prompt.tokens.prefix), params);
+    std::optional<PartAnswer> kept;
+    if (store && params.continue_parts) kept = store->find(params.model_fingerprint, answer_key);
+    if (kept) {
+      // Asked before and kept: its answer as it was, nothing run.
+      kept->first_page = pa.first_page;
+      kept->last_page = pa.last_page;
+      kept->kept = true;
+      note_line(
+          fmt::format("part {} of {}: its answer is kept from an earlier ask", k + 1, n_parts));
+      texts.push_back({pa.first_page, pa.last_page, kept->run.text});
+      res.parts.push_back(std::move(*kept));
+      ++res.parts_kept;
+      res.reused_snapshot = false;
+      continue;
+    }
     if (!session) {
       auto fresh = make_session();
       if (!fresh) return fresh.error();
@@ -323,12 +477,27 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
     }
     auto run = run_prompt(*session, prompt.tokens, true, k + 1, rs);
     session.reset();  // each prompt starts from an empty cache
-    if (!run) return run.error();
+    if (!run) {
+      if (run.error().message == "cancelled" && !res.parts.empty()) {
+        // Stopped: the finished parts are the work kept (and stored); no answer yet.
+        res.stopped = fmt::format("stopped after part {} of {}", k, n_parts);
+        res.stopped_between_parts = true;
+        res.reused_snapshot = false;
+        return res;
+      }
+      return run.error();
+    }
     pa.run = std::move(*run);
+    if (store) {
+      if (auto st = store->put(params.model_fingerprint, answer_key, k + 1, n_parts, pa); !st)
+        note_line(fmt::format("could not store part {}'s answer: {}", k + 1, st.error().message));
+    }
     res.prefill_tokens_computed += pa.run.prefill_tokens_computed;
     res.generated_tokens += pa.run.generated_tokens;
     res.reused_snapshot = res.reused_snapshot && pa.run.reused_snapshot;
     res.reused_tokens += pa.run.reused_tokens;
+    res.parts_reused += pa.run.reused_snapshot ? 1 : 0;
+    res.resumed_from_tokens += pa.run.resumed_from_tokens;
     texts.push_back({pa.first_page, pa.last_page, pa.run.text});
     res.parts.push_back(std::move(pa));
   }
@@ -340,6 +509,12 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
   if (relevant.empty()) relevant = texts;
   if (callbacks.part_start) callbacks.part_start(0, n_parts, 0, 0);
   auto combined = reduce(ctx, doc, relevant, n_ctx, reserve, make_session, rs, true);
+  if (!combined && combined.error().message == "cancelled") {
+    res.stopped = fmt::format("stopped after part {} of {}", n_parts, n_parts);
+    res.stopped_between_parts = true;
+    res.reused_snapshot = false;
+    return res;
+  }
   if (!combined) return combined.error();
   res.answer = combined->text;
   res.prefill_tokens_computed += combined->prefill_tokens_computed;

@@ -76,7 +76,33 @@ struct AskParams {
   uint64_t model_fingerprint = 0;  // kv::model_fingerprint(model)
   std::string kv_config;           // snapshot_kv_config(...)
   ChatFamily family = ChatFamily::Plain;
+  /// Resumable prefill: while a prefix with snapshots on is prefilled, a checkpoint of the
+  /// tokens so far is saved every checkpoint_tokens tokens or checkpoint_seconds seconds of
+  /// prefill, whichever comes first, and when the ask is cancelled during the prefill. The next
+  /// ask of the same prefix restores it and prefills only the rest. The file is
+  /// checkpoint_file_name(key) beside the prefix's snapshot, rewritten whole each time (the
+  /// snapshot format is one checksummed zstd payload: nothing can be appended) and removed once
+  /// the whole prefix is saved. checkpoint_tokens <= 0: no checkpoints.
+  int64_t checkpoint_tokens = 8192;
+  double checkpoint_seconds = 60;
+  /// Map-reduce: parts whose answers the PartStore holds (from an ask stopped or killed after
+  /// them, with the same question and generation settings) are not asked again; the ask
+  /// continues at the first part without one. Every finished part is stored either way.
+  bool continue_parts = false;
 };
+
+/// Identity of a part's answer: the part's prefix hash (SnapshotKey::prefix_hash: its pages and
+/// KV settings), the question, n_predict and the sampling settings. The first 8 bytes of
+/// SHA-256 over them.
+uint64_t part_answer_key(uint64_t part_prefix_hash, const AskParams& params);
+
+/// "<fingerprint>-<prefix hash>-checkpoint.kv": a prefill checkpoint of the prefix `key` names.
+std::string checkpoint_file_name(const SnapshotKey& key);
+
+/// Tokens per prefill call when checkpoints are on: a multiple of the sessions' default ubatch
+/// (512), so that slicing a prefill changes none of its ubatches, and checkpoints (taken between
+/// slices) fall on the same positions in an interrupted run and an uninterrupted one.
+inline constexpr int64_t kPrefillSliceTokens = 512;
 
 struct AskCallbacks {
   /// A line for the user (token counts, snapshot reuse, fallbacks); the CLI prints it to stderr.
@@ -103,12 +129,28 @@ struct PromptRun {
   bool reused_snapshot = false;
   int64_t reused_tokens = 0;
   bool saved_snapshot = false;
-  std::string stopped;  // empty, or why generation stopped early ("context full: ...")
+  int64_t resumed_from_tokens = 0;  // prefix tokens restored from a prefill checkpoint
+  /// Empty, or why generation stopped early: "context full: ...", or "length limit N tokens"
+  /// when the answer used all of n_predict (it may end mid-word: the reader is told).
+  std::string stopped;
 };
 
 struct PartAnswer {
   int first_page = 0, last_page = 0;
   PromptRun run;
+  bool kept = false;  // its answer came from the PartStore (an earlier, stopped ask)
+};
+
+/// Where finished map-reduce parts' answers are kept (the library's part_answers table; tests
+/// use a map), so that a stopped or killed ask continues at the next part.
+class PartStore {
+ public:
+  virtual ~PartStore() = default;
+  /// The answer stored under `key` (part_answer_key), if any.
+  virtual std::optional<PartAnswer> find(uint64_t model_fingerprint, uint64_t key) = 0;
+  /// Stores a part's answer just finished (part K of n_parts, 1-based).
+  virtual Status put(uint64_t model_fingerprint, uint64_t key, int part, int n_parts,
+                     const PartAnswer& answer) = 0;
 };
 
 struct AskResult {
@@ -122,21 +164,59 @@ struct AskResult {
   int64_t generated_tokens = 0;
   bool reused_snapshot = false;  // every document prompt (each part's) came from a snapshot
   int64_t reused_tokens = 0;
+  int64_t resumed_from_tokens = 0;  // restored from prefill checkpoints, over every prompt
   bool map_reduce = false;
-  std::vector<PartAnswer> parts;  // map-reduce: each part's answer
+  std::vector<PartAnswer> parts;     // map-reduce: each part's answer
+  int n_parts = 0;                   // map-reduce: the parts the document was answered over
+  int parts_reused = 0;              // map-reduce: parts whose prefix was restored from saved KV
+  int64_t part_question_budget = 0;  // map-reduce: the question tokens the parts were planned with
+  int parts_kept = 0;                // map-reduce, continue_parts: parts answered by an earlier ask
   std::vector<int> pages_without_text;
-  std::string stopped;  // the final prompt's early stop, if any
+  /// The final prompt's early stop, if any ("length limit N tokens", "context full: ..."); or,
+  /// for a map-reduce ask cancelled after some parts finished, "stopped after part K of N": then
+  /// `parts` holds the K finished parts (stored in the PartStore), `answer` is empty, and an ask
+  /// with continue_parts resumes at part K + 1.
+  std::string stopped;
+  bool stopped_between_parts = false;  // the "stopped after part K of N" case above
 };
+
+/// " [stopped: length limit N tokens]" etc.: the mark an answer with `stopped` ends with when
+/// shown; empty when it did not stop early.
+std::string stopped_mark(const std::string& stopped);
 
 /// The tokens an answer needs room for: n_predict, or 256 when it is unbounded, at most a
 /// quarter of the context.
 int64_t answer_reserve(int32_t n_predict, int64_t n_ctx);
 
+/// Tokens a map-reduce part keeps for the question's suffix (the question and the template's
+/// closing scaffolding) whatever the question: 128, at most a sixteenth of the context. Parts
+/// are planned with this fixed budget so that their boundaries, and so their saved prefixes,
+/// are the same for every question up to this long.
+int64_t part_question_budget(int64_t n_ctx);
+
+/// The question budget a question of `question_tokens` suffix tokens is planned with: the fixed
+/// part_question_budget, or, for a longer question, its length rounded up to a multiple of 64
+/// (its own partition: its parts' saved KV serves only questions of about its length).
+int64_t part_question_budget(int64_t n_ctx, int64_t question_tokens);
+
+/// Tokens a map-reduce part keeps for its answer, whatever n_predict (so that -n does not move
+/// the parts either): 256, at most an eighth of the context. A part's answer longer than that
+/// stops at the full context ("context full: ...").
+int64_t part_answer_reserve(int64_t n_ctx);
+
+/// Tokens a map-reduce part keeps free of the document (plan_parts' `reserve`): the question
+/// budget plus part_answer_reserve.
+int64_t part_reserve(int64_t n_ctx, int64_t question_tokens);
+
 /// Asks `doc`. Errors: a document without text (all pages scanned or undecodable: "not
 /// answering"); a prompt longer than the context without map_reduce ("the document needs N
 /// tokens ... use --map-reduce"); a page too long for any part; session and eval errors.
+/// `parts` (may be null) keeps map-reduce parts' answers (AskParams::continue_parts). Cancelled
+/// (AskCallbacks::cancelled) during a map-reduce ask after at least one part finished: not an
+/// error but a result stopped after that part (AskResult::stopped).
 Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText& doc,
                                  const AskParams& params, const SessionFactory& make_session,
-                                 SnapshotIndex* index, const AskCallbacks& callbacks);
+                                 SnapshotIndex* index, const AskCallbacks& callbacks,
+                                 PartStore* parts = nullptr);
 
 }  // namespace spw::app

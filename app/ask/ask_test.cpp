@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +60,22 @@ class MapIndex final : public SnapshotIndex {
     records.erase({k.model_fingerprint, k.prefix_hash});
   }
   std::map<std::pair<uint64_t, uint64_t>, std::string> records;
+};
+
+class MapPartStore final : public PartStore {
+ public:
+  std::optional<PartAnswer> find(uint64_t fp, uint64_t key) override {
+    auto it = answers.find({fp, key});
+    if (it == answers.end()) return std::nullopt;
+    return it->second;
+  }
+  Status put(uint64_t fp, uint64_t key, int, int, const PartAnswer& a) override {
+    answers[{fp, key}] = a;
+    ++puts;
+    return Status::Ok();
+  }
+  std::map<std::pair<uint64_t, uint64_t>, PartAnswer> answers;
+  int puts = 0;
 };
 
 DocumentText story_doc(int n_pages) {
@@ -229,6 +247,119 @@ TEST_F(AskDocument, MapReduceAnswersOverPartsThenCombines) {
   EXPECT_TRUE(again->reused_snapshot);
   EXPECT_EQ(again->answer, r->answer);
   EXPECT_EQ(index_.records.size(), r->parts.size());
+}
+
+// The parts are planned with a fixed question budget: a second question of another length gets
+// the same parts (pages), and every part's prefix comes from the first question's snapshots.
+TEST_F(AskDocument, MapReducePartsDoNotDependOnTheQuestion) {
+  sp_.n_ctx = 512;
+  params_.map_reduce = true;
+  params_.question = "Who?";
+  const DocumentText doc = story_doc(9);
+  auto a = ask(doc);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_GE(a->n_parts, 2);
+  EXPECT_EQ(a->n_parts, static_cast<int>(a->parts.size()));
+  EXPECT_EQ(a->parts_reused, 0);
+  EXPECT_EQ(a->part_question_budget, part_question_budget(512));
+  EXPECT_EQ(part_question_budget(512), 32);
+  EXPECT_EQ(part_answer_reserve(512), 64);
+  EXPECT_EQ(part_reserve(512, 5), 32 + 64);
+  EXPECT_EQ(part_reserve(8192, 5), 128 + 256);
+
+  params_.question = "What did Lily see under the big tree?";
+  auto b = ask(doc);
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_GT(b->question_tokens, a->question_tokens + 5);
+  EXPECT_LE(b->question_tokens, 32);
+  ASSERT_EQ(b->parts.size(), a->parts.size());
+  int64_t question_only = 0;
+  for (size_t k = 0; k < a->parts.size(); ++k) {
+    EXPECT_EQ(b->parts[k].first_page, a->parts[k].first_page) << "part " << k + 1;
+    EXPECT_EQ(b->parts[k].last_page, a->parts[k].last_page) << "part " << k + 1;
+    EXPECT_TRUE(b->parts[k].run.reused_snapshot) << "part " << k + 1;
+    EXPECT_EQ(b->parts[k].run.prompt_tokens - b->parts[k].run.reused_tokens,
+              b->parts[k].run.prefill_tokens_computed);
+    question_only += b->parts[k].run.prefill_tokens_computed;
+  }
+  EXPECT_EQ(question_only, b->question_tokens * static_cast<int64_t>(b->parts.size()));
+  EXPECT_EQ(b->parts_reused, b->n_parts);
+  EXPECT_TRUE(b->reused_snapshot);
+  EXPECT_EQ(index_.records.size(), a->parts.size());
+
+  // A question longer than the budget: its own partition, said in a note, and still answered.
+  std::string longer;
+  while (static_cast<int64_t>(tok_->encode(longer, false, false).size()) < 40)
+    longer += "Where did Lily play with the red ball? ";
+  params_.question = longer;
+  auto c = ask(doc);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_GT(c->question_tokens, 32);
+  EXPECT_EQ(c->part_question_budget, (c->question_tokens + 63) / 64 * 64);
+  EXPECT_NE(notes_.find("more than the 32 the document's parts are planned with"),
+            std::string::npos)
+      << notes_;
+  for (const PartAnswer& p : c->parts) EXPECT_LE(p.run.prompt_tokens + 64, 512);
+}
+
+// Stopped during part 3: the two finished parts are the result ("stopped after part 2 of N") and
+// are stored; a continue request keeps them (same text) and answers as an uninterrupted ask.
+TEST_F(AskDocument, StopKeepsFinishedPartsAndContinueResumesAtTheNext) {
+  sp_.n_ctx = 512;
+  params_.map_reduce = true;
+  const DocumentText doc = story_doc(9);
+  const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
+    auto s = cpu::CpuSession::create(*model_, sp_);
+    if (!s) return s.error();
+    return std::unique_ptr<Session>(std::move(*s));
+  };
+  auto whole = ask(doc);  // uninterrupted, no store
+  ASSERT_TRUE(whole) << whole.error().message;
+  ASSERT_GE(whole->n_parts, 3);
+  EXPECT_EQ(whole->stopped, "length limit 12 tokens");
+  EXPECT_EQ(stopped_mark(whole->stopped), "[stopped: length limit 12 tokens]");
+  EXPECT_EQ(whole->parts.front().run.stopped, "length limit 12 tokens");
+
+  MapPartStore store;
+  bool stop = false;
+  AskCallbacks cb;
+  cb.part_start = [&](int part, int, int, int) { stop = part == 3; };
+  cb.cancelled = [&] { return stop; };
+  auto stopped = ask_document(*tok_, doc, params_, factory, &index_, cb, &store);
+  ASSERT_TRUE(stopped) << stopped.error().message;
+  EXPECT_TRUE(stopped->stopped_between_parts);
+  EXPECT_EQ(stopped->stopped, fmt::format("stopped after part 2 of {}", whole->n_parts));
+  EXPECT_TRUE(stopped->answer.empty());
+  ASSERT_EQ(stopped->parts.size(), 2u);
+  EXPECT_EQ(store.puts, 2);
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(stopped->parts[k].run.text, whole->parts[k].run.text);
+
+  params_.continue_parts = true;
+  AskCallbacks quiet;
+  quiet.note = [this](const std::string& s) { notes_ += s + "\n"; };
+  notes_.clear();
+  auto continued = ask_document(*tok_, doc, params_, factory, &index_, quiet, &store);
+  ASSERT_TRUE(continued) << continued.error().message;
+  EXPECT_EQ(continued->parts_kept, 2);
+  EXPECT_FALSE(continued->stopped_between_parts);
+  ASSERT_EQ(continued->parts.size(), whole->parts.size());
+  for (size_t k = 0; k < whole->parts.size(); ++k) {
+    EXPECT_EQ(continued->parts[k].kept, k < 2) << "part " << k + 1;
+    EXPECT_EQ(continued->parts[k].run.text, whole->parts[k].run.text) << "part " << k + 1;
+    EXPECT_EQ(continued->parts[k].first_page, whole->parts[k].first_page);
+  }
+  EXPECT_EQ(continued->answer, whole->answer);
+  EXPECT_NE(notes_.find("part 1 of " + std::to_string(whole->n_parts) +
+                        ": its answer is kept from an earlier ask"),
+            std::string::npos)
+      << notes_;
+  EXPECT_EQ(store.puts, whole->n_parts);  // parts 3.. stored as they finished
+
+  // Another question is another key: nothing kept.
+  params_.question = "What did Lily see?";
+  auto other = ask_document(*tok_, doc, params_, factory, &index_, {}, &store);
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_EQ(other->parts_kept, 0);
 }
 
 TEST_F(AskDocument, CancelStopsAfterTheCurrentToken) {

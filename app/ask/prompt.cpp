@@ -180,14 +180,14 @@ bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 // Pieces of page `index` whose part prompts fit in `limit` tokens, cut at whitespace (inside a
 // word, or a UTF-8 character, only when a single word is longer than a piece).
 Expected<std::vector<PageRange>> split_page(const PromptContext& ctx, const DocumentText& doc,
-                                            size_t index, const std::string& question,
-                                            int64_t limit, int64_t n_ctx, int64_t reserve) {
+                                            size_t index, int64_t limit, int64_t n_ctx,
+                                            int64_t reserve) {
   const std::string text = page_prompt_text(doc.pages[index]);
   const auto n = static_cast<int64_t>(text.size());
   const auto prompt_size = [&](int64_t b, int64_t e) {
     return static_cast<int64_t>(
-        build_document_prompt(ctx, doc, {index, index + 1, b, e}, question, 999, 999)
-            .tokens.size());
+        build_document_prompt(ctx, doc, {index, index + 1, b, e}, "", 999, 999)
+            .tokens.prefix.size());
   };
   std::vector<PageRange> out;
   int64_t pos = 0;
@@ -215,8 +215,8 @@ Expected<std::vector<PageRange>> split_page(const PromptContext& ctx, const Docu
     }
     if (end <= pos) {
       return make_error(
-          "page {}: not even a few words of it fit beside the instructions and the question in "
-          "the {}-token context with room for a {}-token answer (use a larger -c or a smaller -n)",
+          "page {}: not even a few words of it fit beside the instructions in the {}-token "
+          "context with {} tokens kept for the question and the answer (use a larger context)",
           doc.pages[index].page_no, n_ctx, reserve);
     }
     out.push_back({index, index + 1, pos, end});
@@ -229,16 +229,16 @@ Expected<std::vector<PageRange>> split_page(const PromptContext& ctx, const Docu
 }  // namespace
 
 Expected<std::vector<PageRange>> plan_parts(const PromptContext& ctx, const DocumentText& doc,
-                                            const std::string& question, int64_t n_ctx,
-                                            int64_t reserve) {
+                                            int64_t n_ctx, int64_t reserve) {
   const Tokenizer& tok = *ctx.tokenizer;
-  // The part prompt around no pages at all, with the widest part label it could get.
+  // Only prefixes are measured (the question's suffix is in `reserve`), each with the widest
+  // part label it could get.
   const int64_t slack = 16;
   const size_t n = doc.pages.size();
   const int64_t limit = n_ctx - reserve;
   auto fits = [&](PageRange r) {
     return static_cast<int64_t>(
-               build_document_prompt(ctx, doc, r, question, 999, 999).tokens.size()) +
+               build_document_prompt(ctx, doc, r, "", 999, 999).tokens.prefix.size()) +
                slack <=
            limit;
   };
@@ -249,7 +249,7 @@ Expected<std::vector<PageRange>> plan_parts(const PromptContext& ctx, const Docu
         static_cast<int64_t>(tok.encode(document_block(doc, {i, i + 1}), false, false).size()) + 2;
   }
   const int64_t overhead =
-      static_cast<int64_t>(build_document_prompt(ctx, doc, {0, 0}, question).tokens.size()) + 24;
+      static_cast<int64_t>(build_document_prompt(ctx, doc, {0, 0}, "").tokens.prefix.size()) + 24;
   std::vector<PageRange> parts;
   size_t begin = 0;
   while (begin < n) {
@@ -260,7 +260,7 @@ Expected<std::vector<PageRange>> plan_parts(const PromptContext& ctx, const Docu
     while (end > begin + 1 && !fits({begin, end})) --end;
     if (!fits({begin, end})) {
       // The page alone is too long: pieces of it, each as long as fits.
-      auto pieces = split_page(ctx, doc, begin, question, limit - slack, n_ctx, reserve);
+      auto pieces = split_page(ctx, doc, begin, limit - slack, n_ctx, reserve);
       if (!pieces) return pieces.error();
       parts.insert(parts.end(), pieces->begin(), pieces->end());
       begin = end;

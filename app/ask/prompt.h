@@ -82,13 +82,15 @@ struct PartText {
 BuiltPrompt build_reduce_prompt(const PromptContext& ctx, const std::string& title,
                                 const std::string& question, const std::vector<PartText>& parts);
 
-/// Page-aligned parts of `doc` whose prompts (with the question) each leave `reserve` tokens of
-/// `n_ctx` for the answer. Pages without text go with their neighbours. A page that does not
-/// fit alone is split at whitespace into pieces, one part each (every piece keeps its "[p. N]"
-/// marker). Error when not even a few words of a page fit beside the instructions, naming the
-/// page and the numbers.
+/// Page-aligned parts of `doc` whose prompt prefixes (instructions and pages, up to the
+/// "Question:" label) each leave `reserve` tokens of `n_ctx` for the question's suffix and the
+/// answer. The boundaries depend on the document, the tokenizer, the template, `n_ctx` and
+/// `reserve` only, never on a question, so each part's prefix is the same for every question and
+/// its saved KV is reused (app/ask/ask.h: part_reserve). Pages without text go with their
+/// neighbours. A page that does not fit alone is split at whitespace into pieces, one part each
+/// (every piece keeps its "[p. N]" marker). Error when not even a few words of a page fit beside
+/// the instructions, naming the page and the numbers.
 Expected<std::vector<PageRange>> plan_parts(const PromptContext& ctx, const DocumentText& doc,
-                                            const std::string& question, int64_t n_ctx,
-                                            int64_t reserve);
+                                            int64_t n_ctx, int64_t reserve);
 
 }  // namespace spw::app

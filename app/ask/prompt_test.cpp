@@ -210,7 +210,7 @@ TEST(AskPrompt, PartsArePageAlignedAndFit) {
   const int64_t whole =
       static_cast<int64_t>(build_document_prompt(ctx, d, {0, 9}, q).tokens.size());
   const int64_t n_ctx = whole / 3, reserve = 40;
-  auto parts = plan_parts(ctx, d, q, n_ctx, reserve);
+  auto parts = plan_parts(ctx, d, n_ctx, reserve);
   ASSERT_TRUE(parts) << parts.error().message;
   ASSERT_GE(parts->size(), 3u);
   size_t next = 0;
@@ -221,7 +221,7 @@ TEST(AskPrompt, PartsArePageAlignedAndFit) {
     next = r.page_end;
     const BuiltPrompt p = build_document_prompt(ctx, d, r, q, static_cast<int>(k + 1),
                                                 static_cast<int>(parts->size()));
-    EXPECT_LE(static_cast<int64_t>(p.tokens.size()) + reserve, n_ctx) << "part " << k + 1;
+    EXPECT_LE(static_cast<int64_t>(p.tokens.prefix.size()) + reserve, n_ctx) << "part " << k + 1;
     EXPECT_NE(p.text.find(fmt::format("(part {} of {}: ", k + 1, parts->size())),
               std::string::npos);
     EXPECT_NE(p.text.find(kAskPartSystemPrompt), std::string::npos);
@@ -234,7 +234,7 @@ TEST(AskPrompt, PartsArePageAlignedAndFit) {
   for (int i = 0; words.size() < 3000; ++i)
     words += "word" + std::to_string(i) + (i % 9 ? " " : "\n");
   big.pages[1].text = words;
-  auto split = plan_parts(ctx, big, q, 1500, reserve);
+  auto split = plan_parts(ctx, big, 1500, reserve);
   ASSERT_TRUE(split) << split.error().message;
   ASSERT_GE(split->size(), 4u);
   EXPECT_FALSE(split->front().is_piece());
@@ -245,7 +245,7 @@ TEST(AskPrompt, PartsArePageAlignedAndFit) {
     const PageRange r = (*split)[k];
     const BuiltPrompt p = build_document_prompt(ctx, big, r, q, static_cast<int>(k + 1),
                                                 static_cast<int>(split->size()));
-    EXPECT_LE(static_cast<int64_t>(p.tokens.size()) + reserve, 1500) << "part " << k + 1;
+    EXPECT_LE(static_cast<int64_t>(p.tokens.prefix.size()) + reserve, 1500) << "part " << k + 1;
     if (!r.is_piece()) continue;
     ++pieces;
     EXPECT_EQ(r.page_begin, 1u);
@@ -266,8 +266,8 @@ TEST(AskPrompt, PartsArePageAlignedAndFit) {
 
   // Not even a word fits beside the instructions: an error naming the page and the numbers.
   const int64_t bare =
-      static_cast<int64_t>(build_document_prompt(ctx, big, {0, 0}, q).tokens.size());
-  auto bad = plan_parts(ctx, big, q, bare + reserve + 20, reserve);
+      static_cast<int64_t>(build_document_prompt(ctx, big, {0, 0}, q).tokens.prefix.size());
+  auto bad = plan_parts(ctx, big, bare + reserve + 20, reserve);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("page 1: not even a few words of it fit"), std::string::npos)
       << bad.error().message;

@@ -15,10 +15,13 @@
 #include "app/jobs/jobs.h"
 #include "app/paths.h"
 #include "app/runtime/engine.h"
+#include "app/runtime/snapshot_budget.h"
+#include "app/settings/app_settings.h"
 #include "app/store/library.h"
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
+#include "engine/common/size.h"
 #include "engine/kv/snapshot.h"
 
 namespace spw::cli {
@@ -134,6 +137,18 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   c->add_flag("--no-snapshot", a.no_snapshot,
               "Neither restore nor save the document's prefilled KV");
   c->add_flag("--json", a.json, "Stream to stderr; print one JSON object on stdout");
+  c->add_flag("--continue", a.continue_parts,
+              "--map-reduce: keep the answers of the parts an earlier ask of this question "
+              "finished (stopped or killed) and continue at the next part");
+  c->add_option("--snapshot-budget", a.snapshot_budget,
+                "Disk for saved document KV, least recently used removed first (e.g. 2G; default: "
+                "the settings', else 4 GiB at most a tenth of the free space)");
+  c->add_option("--checkpoint-tokens", a.checkpoint_tokens,
+                "Prefill checkpoint every N tokens (0: none)")
+      ->group("");
+  c->add_option("--checkpoint-seconds", a.checkpoint_seconds,
+                "Prefill checkpoint every S seconds of prefill")
+      ->group("");
   c->add_option("--password", a.password, "FILE: the PDF's password (never stored)");
   c->add_flag("--ocr", a.ocr, "FILE: OCR pages without a text layer (tesseract)");
   return c;
@@ -245,6 +260,9 @@ int run_ask(const AskArgs& a) {
   ap.model_fingerprint = kv::model_fingerprint(model);
   ap.kv_config = app::snapshot_kv_config(sp, *kv_settings);
   ap.family = choice->family;
+  ap.continue_parts = a.continue_parts;
+  ap.checkpoint_tokens = a.checkpoint_tokens;
+  ap.checkpoint_seconds = a.checkpoint_seconds;
 
   Utf8Streamer answer_out(a.json ? stderr : stdout);
   Utf8Streamer part_out(stderr);
@@ -282,7 +300,27 @@ int run_ask(const AskArgs& a) {
   };
 
   app::LibrarySnapshots index(**lib);
-  auto res = app::ask_document(tk, *doc, ap, make_session, &index, cb);
+  if (snapshots) {
+    const fs::path dir = ap.snapshot_dir;
+    const app::StaleFiles stale = app::remove_stale_files(dir, a.kv.default_spill_dir);
+    if (stale.snapshot_temps > 0) {
+      std::fprintf(stderr, "removed %d unfinished snapshot file(s) of processes that ended\n",
+                   stale.snapshot_temps);
+    }
+    int64_t budget = 0;
+    if (!a.snapshot_budget.empty()) {
+      auto b = parse_size(a.snapshot_budget);
+      if (!b || *b <= 0)
+        return ask_fail(
+            make_error("--snapshot-budget '{}': use a size such as 2G or 512M", a.snapshot_budget));
+      budget = *b;
+    } else if (auto st = app::load_app_settings(**lib)) {
+      budget = st->snapshot_budget;
+    }
+    index.set_budget(dir, app::effective_snapshot_budget(budget, dir));
+  }
+  app::LibraryPartStore part_store(**lib, doc->id);
+  auto res = app::ask_document(tk, *doc, ap, make_session, &index, cb, &part_store);
   part_out.finish();
   answer_out.finish();
   if (!res) return ask_fail(res.error());
@@ -290,13 +328,29 @@ int run_ask(const AskArgs& a) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
   }
-  if (!res->stopped.empty()) std::fprintf(stderr, "\n[stopped: %s]\n", res->stopped.c_str());
+  if (!res->stopped.empty()) {
+    // Text mode: the mark ends the answer on stdout (a cut answer is never silently cut).
+    std::fprintf(a.json ? stderr : stdout, "%s\n", app::stopped_mark(res->stopped).c_str());
+    if (!a.json) std::fflush(stdout);
+  }
   std::fprintf(stderr,
                "%sprefill: %lld tokens computed, %lld restored from saved KV; %lld "
                "tokens generated\n",
                a.json ? "\n" : "", static_cast<long long>(res->prefill_tokens_computed),
                static_cast<long long>(res->reused_tokens),
                static_cast<long long>(res->generated_tokens));
+  if (index.evicted_files() > 0) {
+    std::fprintf(stderr, "snapshot budget: removed %d least recently used saved KV file(s), %s\n",
+                 index.evicted_files(), format_size(index.evicted_bytes()).c_str());
+  }
+  if (res->resumed_from_tokens > 0) {
+    std::fprintf(stderr, "prefill resumed from a checkpoint of %lld tokens\n",
+                 static_cast<long long>(res->resumed_from_tokens));
+  }
+  if (res->map_reduce) {
+    std::fprintf(stderr, "parts: %d, %d of them with the document prefix from saved KV\n",
+                 res->n_parts, res->parts_reused);
+  }
 
   if (a.json) {
     nlohmann::json j;
@@ -314,11 +368,16 @@ int run_ask(const AskArgs& a) {
     j["generated_tokens"] = res->generated_tokens;
     j["reused_snapshot"] = res->reused_snapshot;
     j["reused_tokens"] = res->reused_tokens;
+    j["resumed_from_tokens"] = res->resumed_from_tokens;
     j["map_reduce"] = res->map_reduce;
     j["template"] = std::string(chat_family_name(choice->family));
     j["backend"] = backend;
     j["pages_without_text"] = res->pages_without_text;
     if (res->map_reduce) {
+      j["n_parts"] = res->n_parts;
+      j["parts_reused"] = res->parts_reused;
+      j["part_question_budget"] = res->part_question_budget;
+      j["parts_kept"] = res->parts_kept;
       j["parts"] = nlohmann::json::array();
       for (const auto& p : res->parts) {
         j["parts"].push_back({{"first_page", p.first_page},
@@ -326,7 +385,10 @@ int run_ask(const AskArgs& a) {
                               {"answer", p.run.text},
                               {"prompt_tokens", p.run.prompt_tokens},
                               {"prefill_tokens_computed", p.run.prefill_tokens_computed},
-                              {"reused_snapshot", p.run.reused_snapshot}});
+                              {"reused_tokens", p.run.reused_tokens},
+                              {"reused_snapshot", p.run.reused_snapshot},
+                              {"kept", p.kept},
+                              {"stopped", p.run.stopped}});
       }
     }
     j["stopped"] = res->stopped.empty() ? nlohmann::json() : nlohmann::json(res->stopped);

@@ -34,6 +34,12 @@ struct AskArgs {
   bool map_reduce = false;   // --map-reduce
   bool no_snapshot = false;  // --no-snapshot: neither restore nor save the document's KV
   bool json = false;
+  bool continue_parts = false;  // --continue: keep the parts an earlier (killed) ask finished
+  std::string snapshot_budget;  // --snapshot-budget SIZE; empty: the settings', else the default
+  // Prefill checkpoints (app/ask/ask.h AskParams): every N tokens or S seconds; hidden flags
+  // --checkpoint-tokens / --checkpoint-seconds (tests make them small).
+  int64_t checkpoint_tokens = 8192;
+  double checkpoint_seconds = 60;
   std::string password;  // FILE.pdf: --password
   bool ocr = false;      // FILE.pdf: --ocr
   std::string data_dir;  // the global --data-dir (empty: XDG folders)

@@ -13,6 +13,8 @@
 #include "app/ingest/ingest.h"
 #include "app/ingest/normalize.h"
 #include "app/paths.h"
+#include "app/runtime/snapshot_budget.h"
+#include "app/settings/app_settings.h"
 #include "app/store/library.h"
 
 namespace spw::cli {
@@ -206,9 +208,29 @@ int docs_list(Library& lib, const DocsArgs& a) {
   return 0;
 }
 
+// The saved KV of every document (snapshots are keyed by prefix, not by document): files,
+// bytes and the budget.
+struct SavedKv {
+  app::SnapshotUsage usage;
+  int64_t budget = 0;
+};
+SavedKv saved_kv(Library& lib, const std::string& data_dir) {
+  app::PathOverrides o;
+  o.data_dir = data_dir;
+  SavedKv out;
+  auto paths = app::prepare_paths(o);
+  if (!paths) return out;
+  const std::filesystem::path dir = paths->cache_dir / "snapshots";
+  auto settings = app::load_app_settings(lib);
+  out.usage = app::snapshot_usage(dir);
+  out.budget = app::effective_snapshot_budget(settings ? settings->snapshot_budget : 0, dir);
+  return out;
+}
+
 int docs_show(Library& lib, const DocsArgs& a) {
   auto doc = lib.document(a.id);
   if (!doc) return fail(doc.error().message);
+  const SavedKv kv = saved_kv(lib, a.data_dir);
   std::vector<app::PageRecord> pages;
   if (a.page > 0) {
     auto p = lib.page(a.id, a.page);
@@ -227,6 +249,8 @@ int docs_show(Library& lib, const DocsArgs& a) {
   if (a.json) {
     nlohmann::json j = document_json(*doc);
     j["page_count"] = doc->n_pages;
+    j["saved_kv"] = {
+        {"files", kv.usage.files}, {"bytes", kv.usage.bytes}, {"budget_bytes", kv.budget}};
     j["pages"] = nlohmann::json::array();
     for (const app::PageRecord& p : pages) {
       nlohmann::json pj = {{"page", p.page_no},
@@ -258,6 +282,7 @@ int docs_show(Library& lib, const DocsArgs& a) {
               doc->sha256.c_str());
   std::printf("pages:      %d\ncharacters: %lld\nflags:      %s\n", doc->n_pages,
               static_cast<long long>(doc->n_chars), flags_text(*doc).c_str());
+  std::printf("%s (all documents)\n", app::snapshot_usage_text(kv.usage, kv.budget).c_str());
   for (const app::PageRecord& p : pages) {
     std::string flags;
     if (p.scanned) flags += " scanned";

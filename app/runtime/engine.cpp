@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/ask/document.h"
+#include "app/runtime/snapshot_budget.h"
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/gguf/gguf.h"
 #include "engine/kv/kv_cache.h"
@@ -186,7 +187,13 @@ LibrarySnapshots::LibrarySnapshots(Library& lib) : lib_(lib) {}
 std::optional<std::string> LibrarySnapshots::find(const SnapshotKey& key) {
   auto r = lib_.find_snapshot(key.model_fingerprint, key.prefix_hash);
   if (!r || !*r) return std::nullopt;
+  (void)lib_.touch_snapshot(key.model_fingerprint, key.prefix_hash);
   return (*r)->path;
+}
+
+void LibrarySnapshots::set_budget(const std::filesystem::path& dir, int64_t budget) {
+  dir_ = dir;
+  budget_ = budget;
 }
 
 Status LibrarySnapshots::put(const SnapshotKey& key, const std::string& path, int64_t size_bytes,
@@ -197,11 +204,49 @@ Status LibrarySnapshots::put(const SnapshotKey& key, const std::string& path, in
   rec.path = path;
   rec.size_bytes = size_bytes;
   rec.n_tokens = n_tokens;
-  return lib_.put_snapshot(rec);
+  if (auto st = lib_.put_snapshot(rec); !st) return st;
+  if (budget_ <= 0 || dir_.empty()) return Status::Ok();
+  auto ev = enforce_snapshot_budget(lib_, dir_, budget_, path);
+  if (!ev) return ev.error();
+  evicted_files_ += ev->files_removed;
+  evicted_bytes_ += ev->bytes_removed;
+  return Status::Ok();
 }
 
 void LibrarySnapshots::remove(const SnapshotKey& key) {
   (void)lib_.remove_snapshot(key.model_fingerprint, key.prefix_hash);
+}
+
+LibraryPartStore::LibraryPartStore(Library& lib, int64_t doc_id) : lib_(lib), doc_id_(doc_id) {}
+
+std::optional<PartAnswer> LibraryPartStore::find(uint64_t model_fingerprint, uint64_t key) {
+  auto r = lib_.find_part_answer(model_fingerprint, key);
+  if (!r || !*r) return std::nullopt;
+  PartAnswer a;
+  a.first_page = (*r)->first_page;
+  a.last_page = (*r)->last_page;
+  a.run.text = (*r)->answer;
+  a.run.prompt_tokens = (*r)->prompt_tokens;
+  a.run.generated_tokens = (*r)->generated_tokens;
+  a.run.stopped = (*r)->stopped;
+  return a;
+}
+
+Status LibraryPartStore::put(uint64_t model_fingerprint, uint64_t key, int part, int n_parts,
+                             const PartAnswer& answer) {
+  PartAnswerRecord r;
+  r.model_fingerprint = model_fingerprint;
+  r.answer_key = key;
+  r.doc_id = doc_id_;
+  r.part = part;
+  r.n_parts = n_parts;
+  r.first_page = answer.first_page;
+  r.last_page = answer.last_page;
+  r.answer = answer.run.text;
+  r.prompt_tokens = answer.run.prompt_tokens;
+  r.generated_tokens = answer.run.generated_tokens;
+  r.stopped = answer.run.stopped;
+  return lib_.put_part_answer(r);
 }
 
 DocumentText document_text(const DocumentRecord& d, std::vector<PageRecord> pages) {
@@ -292,7 +337,18 @@ Expected<DocumentAnswer> ask_library_document(
   acb.cancelled = cb.cancelled;
   acb.part_start = part_start;
   LibrarySnapshots index(lib);
-  auto res = ask_document(engine.tokenizer(), doc, ap, make_session, &index, acb);
+  if (snapshots) {
+    const StaleFiles stale = remove_stale_files(ask.snapshot_dir, {});
+    if (stale.snapshot_temps > 0 && cb.note) {
+      cb.note(fmt::format("removed {} unfinished snapshot file(s) of processes that ended",
+                          stale.snapshot_temps));
+    }
+    index.set_budget(ask.snapshot_dir,
+                     effective_snapshot_budget(ask.snapshot_budget, ask.snapshot_dir));
+  }
+  ap.continue_parts = ask.continue_parts;
+  LibraryPartStore part_store(lib, doc.id);
+  auto res = ask_document(engine.tokenizer(), doc, ap, make_session, &index, acb, &part_store);
   close_current();
   if (!res) return res.error();
   out.result = std::move(*res);

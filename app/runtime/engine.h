@@ -99,7 +99,9 @@ struct RunCallbacks {
 
 // --- asking a library document ---------------------------------------------------------------
 
-/// The library's kv_snapshots table as the ask pipeline's snapshot index.
+/// The library's kv_snapshots table as the ask pipeline's snapshot index. find() records the
+/// use (the budget's least recently used order); with a budget set, put() then removes the least
+/// recently used files of the folder until it fits (app/runtime/snapshot_budget.h).
 class LibrarySnapshots final : public SnapshotIndex {
  public:
   explicit LibrarySnapshots(Library& lib);
@@ -107,9 +109,31 @@ class LibrarySnapshots final : public SnapshotIndex {
   Status put(const SnapshotKey& key, const std::string& path, int64_t size_bytes,
              int64_t n_tokens) override;
   void remove(const SnapshotKey& key) override;
+  /// Enforces `budget` bytes (> 0) over the *.kv files of `dir` after each put().
+  void set_budget(const std::filesystem::path& dir, int64_t budget);
+  /// Files and bytes the budget removed so far.
+  int evicted_files() const { return evicted_files_; }
+  int64_t evicted_bytes() const { return evicted_bytes_; }
 
  private:
   Library& lib_;
+  std::filesystem::path dir_;
+  int64_t budget_ = 0;
+  int evicted_files_ = 0;
+  int64_t evicted_bytes_ = 0;
+};
+
+/// The library's part_answers table as the ask pipeline's PartStore, for document `doc_id`.
+class LibraryPartStore final : public PartStore {
+ public:
+  LibraryPartStore(Library& lib, int64_t doc_id);
+  std::optional<PartAnswer> find(uint64_t model_fingerprint, uint64_t key) override;
+  Status put(uint64_t model_fingerprint, uint64_t key, int part, int n_parts,
+             const PartAnswer& answer) override;
+
+ private:
+  Library& lib_;
+  int64_t doc_id_ = 0;
 };
 
 /// A library document and its pages as the ask pipeline reads them.
@@ -122,6 +146,10 @@ struct DocumentAsk {
   SamplerParams sampling;
   bool map_reduce = false;
   std::filesystem::path snapshot_dir;  // empty: no snapshots
+  int64_t snapshot_budget = 0;  // bytes of saved KV in snapshot_dir; 0: default_snapshot_budget
+  /// Map-reduce: parts answered by an earlier ask (stopped, killed) are kept, the ask continues
+  /// at the next part (AskParams::continue_parts). Every finished part is stored either way.
+  bool continue_parts = false;
 };
 struct DocumentAnswer {
   AskResult result;

@@ -38,7 +38,7 @@ Status check_folder(const std::string& dir, const char* what) {
 
 bool operator==(const AppSettings& a, const AppSettings& b) {
   return a.engine == b.engine && a.data_dir == b.data_dir && a.cache_dir == b.cache_dir &&
-         a.theme == b.theme;
+         a.theme == b.theme && a.snapshot_budget == b.snapshot_budget;
 }
 
 Status validate(const AppSettings& s) {
@@ -47,6 +47,8 @@ Status validate(const AppSettings& s) {
     return make_error("theme: '{}' is not one of system, light, dark", s.theme);
   if (auto st = check_folder(s.data_dir, "data folder"); !st) return st;
   if (auto st = check_folder(s.cache_dir, "cache folder"); !st) return st;
+  if (s.snapshot_budget < 0)
+    return make_error("snapshot budget: {} must not be negative", s.snapshot_budget);
   return Status::Ok();
 }
 
@@ -56,6 +58,7 @@ std::string app_settings_to_json(const AppSettings& s) {
   j["data_dir"] = s.data_dir;
   j["cache_dir"] = s.cache_dir;
   j["theme"] = s.theme;
+  j["snapshot_budget"] = s.snapshot_budget;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -75,6 +78,11 @@ Expected<AppSettings> app_settings_from_json(const std::string& text) {
     if (!j.contains(key)) continue;
     if (!j[key].is_string()) return make_error("settings: '{}' must be a string", key);
     *out = j[key].get<std::string>();
+  }
+  if (j.contains("snapshot_budget")) {
+    if (!j["snapshot_budget"].is_number_integer())
+      return Error{"settings: 'snapshot_budget' must be an integer (bytes)"};
+    s.snapshot_budget = j["snapshot_budget"].get<int64_t>();
   }
   return s;
 }

@@ -1,7 +1,8 @@
 // The user's settings: the engine settings (app/runtime/engine.h EngineSettings), the data and
 // cache folders and the theme, stored as one JSON object in the library's settings table under
 // kAppSettingsKey:
-//   {"engine": {<engine_settings_to_json>}, "data_dir": "", "cache_dir": "", "theme": "system"}
+//   {"engine": {<engine_settings_to_json>}, "data_dir": "", "cache_dir": "", "theme": "system",
+//    "snapshot_budget": 0}
 // Missing keys keep their defaults and unknown keys are ignored, so older and newer Spillways
 // read each other's settings. Budgets are bytes (host_budget < 0: no limit; disk_budget 0: no
 // disk tier); sizes are shown and typed as the CLI's (K, M, G, T are powers of 1024).
@@ -26,13 +27,18 @@ struct AppSettings {
   std::string data_dir;          // empty: the default data folder (app/paths.h)
   std::string cache_dir;         // empty: the default cache folder
   std::string theme = "system";  // system | light | dark
+  /// Bytes of saved document KV kept in the cache folder's snapshots (least recently used files
+  /// removed first); 0: the default, 4 GiB at most a tenth of the free space
+  /// (app/runtime/snapshot_budget.h).
+  int64_t snapshot_budget = 0;
 };
 
 /// Field-by-field equality (tests, "did anything change").
 bool operator==(const AppSettings& a, const AppSettings& b);
 
 /// validate(engine), then the theme ("theme: 'x' is not one of system, light, dark") and the
-/// folders (relative paths are refused: "data folder: 'x' is not an absolute path").
+/// folders (relative paths are refused: "data folder: 'x' is not an absolute path"), then the
+/// snapshot budget ("snapshot budget: -1 must not be negative").
 Status validate(const AppSettings& s);
 
 /// The JSON object text described above (every field written).

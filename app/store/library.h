@@ -65,7 +65,22 @@ struct SnapshotRecord {
   std::string path;  // the snapshot file
   int64_t size_bytes = 0;
   int64_t n_tokens = 0;
-  int64_t created = 0;  // unix seconds; set by put_snapshot when 0
+  int64_t created = 0;       // unix seconds; set by put_snapshot when 0
+  int64_t last_used_ms = 0;  // unix milliseconds of the last restore or write; put_snapshot
+                             // sets it to now when 0
+};
+
+/// A finished map-reduce part's answer (resources/migrations/008_part_answers.sql).
+struct PartAnswerRecord {
+  uint64_t model_fingerprint = 0;
+  uint64_t answer_key = 0;  // app/ask/ask.h part_answer_key
+  int64_t doc_id = 0;
+  int part = 0, n_parts = 0;  // 1-based
+  int first_page = 0, last_page = 0;
+  std::string answer;
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  std::string stopped;  // why its generation ended early, or empty
+  int64_t created = 0;  // unix seconds; set by put_part_answer when 0
 };
 
 /// One FTS hit: a page of a document.
@@ -171,6 +186,19 @@ class Library final {
   Status remove_snapshot(uint64_t model_fingerprint, uint64_t prefix_hash);
   /// All snapshot records, oldest first.
   Expected<std::vector<SnapshotRecord>> snapshots();
+  /// Records a use (a restore) of the snapshot now: the budget evicts the least recently used
+  /// first. No error when there is no such record.
+  Status touch_snapshot(uint64_t model_fingerprint, uint64_t prefix_hash);
+
+  // --- map-reduce parts' answers ------------------------------------------------------
+
+  /// The stored answer of (fingerprint, answer key), if any.
+  Expected<std::optional<PartAnswerRecord>> find_part_answer(uint64_t model_fingerprint,
+                                                             uint64_t answer_key);
+  /// Inserts, or replaces the record with the same (model_fingerprint, answer_key).
+  Status put_part_answer(const PartAnswerRecord& r);
+  /// The stored part answers of a document, by part then age.
+  Expected<std::vector<PartAnswerRecord>> part_answers(int64_t doc_id);
 
   // --- low level -----------------------------------------------------------------------
 

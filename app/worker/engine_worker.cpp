@@ -290,6 +290,7 @@ struct EngineWorker::Core final : QObject {
     ask.question = req.question.toStdString();
     ask.n_predict = req.n_predict;
     ask.map_reduce = req.map_reduce;
+    ask.continue_parts = req.continue_parts;
     if (!params.snapshot_dir.isEmpty()) {
       std::error_code ec;
       std::filesystem::create_directories(params.snapshot_dir.toStdString(), ec);
@@ -338,9 +339,24 @@ struct EngineWorker::Core final : QObject {
       r.decode_tokens_per_s =
           res->decode_s > 0 ? static_cast<double>(res->decode_tokens) / res->decode_s : 0;
       r.map_reduce = a.map_reduce;
+      r.n_parts = a.n_parts;
+      r.parts_reused = a.parts_reused;
       r.early_stop = qs(a.stopped);
       r.backend = qs(res->backend);
       stored = a.answer;
+      if (a.stopped_between_parts) {
+        // Stopped between parts: the finished parts' answers are the work kept (each also in
+        // the library's part_answers, so a continue request starts at the next part).
+        std::string kept;
+        for (const PartAnswer& p : a.parts) {
+          kept += p.first_page == p.last_page
+                      ? fmt::format("(page {})\n{}\n\n", p.first_page, p.run.text)
+                      : fmt::format("(pages {}-{})\n{}\n\n", p.first_page, p.last_page, p.run.text);
+        }
+        r.answer = qs(kept);
+        r.stopped = true;
+        stored = kept + stopped_mark(a.stopped);  // the message says where it stopped
+      }
     } else if (cancelled()) {
       // Stopped: keep what came, checked against the pages as far as it goes.
       r.answer = qs(answer);
@@ -441,6 +457,10 @@ std::string answer_meta_json(const AnswerResult& r) {
   o[QStringLiteral("decode_tokens_per_s")] = r.decode_tokens_per_s;
   o[QStringLiteral("stopped")] = r.stopped;
   o[QStringLiteral("map_reduce")] = r.map_reduce;
+  if (r.map_reduce) {
+    o[QStringLiteral("n_parts")] = r.n_parts;
+    o[QStringLiteral("parts_reused")] = r.parts_reused;
+  }
   o[QStringLiteral("early_stop")] = r.early_stop;
   o[QStringLiteral("backend")] = r.backend;
   return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
@@ -463,6 +483,8 @@ bool answer_from_meta(const std::string& json, AnswerResult& r) {
   r.decode_tokens_per_s = o.value(QLatin1String("decode_tokens_per_s")).toDouble();
   r.stopped = o.value(QLatin1String("stopped")).toBool();
   r.map_reduce = o.value(QLatin1String("map_reduce")).toBool();
+  r.n_parts = static_cast<int>(i64("n_parts"));
+  r.parts_reused = static_cast<int>(i64("parts_reused"));
   r.early_stop = o.value(QLatin1String("early_stop")).toString();
   r.backend = o.value(QLatin1String("backend")).toString();
   return true;

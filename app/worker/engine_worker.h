@@ -61,6 +61,9 @@ struct AskRequest {
   int n_predict = 256;      // answer tokens at most
   bool map_reduce = false;  // answer over page-aligned parts when the document is too long
   bool skip_plan = false;   // "Run anyway": start even when the planner says it will not fit
+  /// Continue a map-reduce answer stopped after part K: the stored answers of parts 1..K are
+  /// kept and the ask resumes at part K + 1 (app/runtime/engine.h DocumentAsk::continue_parts).
+  bool continue_parts = false;
 };
 
 /// One `[p. N] "quote"` of an answer, checked against the page (app/ask/citations.h).
@@ -89,13 +92,15 @@ struct AnswerResult {
   double decode_tokens_per_s = 0;  // 0 when nothing was decoded
   bool stopped = false;            // the user stopped it: `answer` is partial
   bool map_reduce = false;         // answered over parts
+  int n_parts = 0;                 // map-reduce: the parts
+  int parts_reused = 0;            // map-reduce: parts whose document prefix came from saved KV
   QString early_stop;              // the engine stopped early ("context full: ..."), or empty
   QString backend;                 // "cpu (avx2, 2 threads)"
 };
 
 /// The stored form of an answer's header (MessageRecord::meta): a JSON object with
 /// context_tokens, n_ctx, generated_tokens, prefill_s, reused_kv, reused_tokens,
-/// decode_tokens_per_s, stopped, map_reduce, early_stop and backend.
+/// decode_tokens_per_s, stopped, map_reduce, n_parts, parts_reused, early_stop and backend.
 std::string answer_meta_json(const AnswerResult& r);
 /// Fills those fields of `r` from answer_meta_json's text; false (r unchanged) when `json` is
 /// empty or not such an object.

@@ -78,7 +78,8 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   s.prompt_tokens = static_cast<int64_t>(prompt.tokens.size());
   s.fits_context = s.prompt_tokens + s.answer_reserve <= s.n_ctx;
   if (!s.fits_context) {
-    if (auto parts = plan_parts(ctx, doc, question, s.n_ctx, s.answer_reserve))
+    const auto question_tokens = static_cast<int64_t>(prompt.tokens.suffix.size());
+    if (auto parts = plan_parts(ctx, doc, s.n_ctx, part_reserve(s.n_ctx, question_tokens)))
       s.n_parts = static_cast<int>(parts->size());
   }
   s.planned_tokens = std::min(s.prompt_tokens + s.answer_reserve, s.n_ctx);

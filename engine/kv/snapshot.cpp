@@ -17,6 +17,7 @@
 #include "engine/common/output_path.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -26,8 +27,10 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <new>
+#include <string_view>
 
 #include "engine/common/size.h"
 #include "engine/kv/kv_cache_set.h"
@@ -683,6 +686,40 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
 Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
                                              KvCacheSet& caches) {
   return load_guarded(path, model, groups_of(caches));
+}
+
+int64_t snapshot_temp_pid(const std::string& file_name) {
+  const std::string_view s = file_name;
+  const size_t at = s.rfind(".kv.tmp-");
+  if (at == std::string_view::npos || at == 0) return -1;
+  const std::string_view rest = s.substr(at + 8);  // "<pid>-XXXXXX"
+  const size_t dash = rest.find('-');
+  if (dash == 0 || dash == std::string_view::npos || dash > 9 || rest.size() != dash + 7) return -1;
+  int64_t pid = 0;
+  for (const char c : rest.substr(0, dash)) {
+    if (c < '0' || c > '9') return -1;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
+}
+
+int remove_stale_snapshot_temps(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return 0;
+  const int64_t self = ::getpid();
+  int removed = 0;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const int64_t pid = snapshot_temp_pid(it->path().filename().string());
+    if (pid <= 0 || pid == self) continue;
+    // ESRCH: no such process. EPERM: it runs under another user; its file is kept.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm_ec;
+    if (fs::remove(it->path(), rm_ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace spw::kv

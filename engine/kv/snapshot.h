@@ -55,4 +55,13 @@ Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Mode
 Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
                                              KvCacheSet& caches);
 
+/// The pid in the name of save_snapshot's temporary file, "<path>.tmp-<pid>-<6 characters>"
+/// (a snapshot path ends in ".kv"); -1 for any other name.
+int64_t snapshot_temp_pid(const std::string& file_name);
+
+/// Removes from `dir` the temporary files of save_snapshot whose process no longer runs (one
+/// killed while writing a snapshot leaves its file). A live process's file, this process's, and
+/// one of a process of another user (kill() says EPERM) are kept. Returns how many were removed.
+int remove_stale_snapshot_temps(const std::string& dir);
+
 }  // namespace spw::kv

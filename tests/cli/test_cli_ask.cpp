@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -219,6 +221,166 @@ TEST_F(CliAsk, MapReduceAnswersOverPartsAndSaysSo) {
       << t.out;
   EXPECT_NE(t.out.find(a["answer"].get<std::string>()), std::string::npos) << t.out;
   EXPECT_NE(t.err.find("reused saved KV"), std::string::npos) << t.err;
+}
+
+// Parts are planned without the question: a second question of another length finds the same
+// parts (pages) and every part's saved prefix.
+TEST_F(CliAsk, MapReducePartsAreReusedByAQuestionOfAnotherLength) {
+  const fs::path pdf = data_ / "long.pdf";
+  write_pdf(pdf, long_story(16));
+  const CliResult first =
+      run(with(base("Who?"), {pdf.string(), "-c", "512", "--map-reduce", "--json"}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json a = test::parse_one_object(first.out);
+  ASSERT_TRUE(a["parts"].is_array());
+  ASSERT_GE(a["parts"].size(), 2u);
+  EXPECT_EQ(a["n_parts"].get<size_t>(), a["parts"].size());
+  EXPECT_EQ(a["parts_reused"], 0);
+  EXPECT_NE(first.err.find("parts: " + std::to_string(a["parts"].size()) +
+                           ", 0 of them with the document prefix from saved KV"),
+            std::string::npos)
+      << first.err;
+
+  const CliResult second = run(with(base("What did the big dog under the tree want to play with?"),
+                                    {pdf.string(), "-c", "512", "--map-reduce", "--json"}));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json b = test::parse_one_object(second.out);
+  EXPECT_GT(b["question_tokens"].get<int64_t>(), a["question_tokens"].get<int64_t>() + 5);
+  ASSERT_EQ(b["parts"].size(), a["parts"].size());
+  EXPECT_EQ(b["parts_reused"].get<size_t>(), b["parts"].size());
+  EXPECT_EQ(b["n_parts"], a["n_parts"]);
+  for (size_t k = 0; k < a["parts"].size(); ++k) {
+    EXPECT_EQ(b["parts"][k]["first_page"], a["parts"][k]["first_page"]) << "part " << k + 1;
+    EXPECT_EQ(b["parts"][k]["last_page"], a["parts"][k]["last_page"]) << "part " << k + 1;
+    EXPECT_TRUE(b["parts"][k]["reused_snapshot"].get<bool>()) << "part " << k + 1;
+    EXPECT_EQ(b["parts"][k]["prefill_tokens_computed"], b["question_tokens"]) << "part " << k + 1;
+  }
+  EXPECT_NE(second.err.find("parts: " + std::to_string(b["parts"].size()) + ", " +
+                            std::to_string(b["parts"].size()) +
+                            " of them with the document prefix from saved KV"),
+            std::string::npos)
+      << second.err;
+}
+
+// Every finished part's answer is stored: `--continue` keeps them (a killed ask continues at the
+// next part; here all were finished, so only the combining prompt runs). An answer cut by -n
+// says so: "[stopped: length limit N tokens]".
+TEST_F(CliAsk, ContinueKeepsStoredPartsAndALengthLimitIsMarked) {
+  const fs::path pdf = data_ / "long.pdf";
+  write_pdf(pdf, long_story(16));
+  const CliResult first = run(with(base(), {pdf.string(), "-c", "512", "--map-reduce", "--json"}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json a = test::parse_one_object(first.out);
+  EXPECT_EQ(a["stopped"], "length limit 16 tokens");
+  EXPECT_EQ(a["parts"][0]["stopped"], "length limit 16 tokens");
+  EXPECT_EQ(a["parts_kept"], 0);
+
+  const CliResult cont =
+      run(with(base(), {pdf.string(), "-c", "512", "--map-reduce", "--json", "--continue"}));
+  ASSERT_EQ(cont.exit_code, 0) << cont.err;
+  const nlohmann::json b = test::parse_one_object(cont.out);
+  ASSERT_EQ(b["parts"].size(), a["parts"].size());
+  EXPECT_EQ(b["parts_kept"].get<size_t>(), a["parts"].size());
+  for (size_t k = 0; k < a["parts"].size(); ++k) {
+    EXPECT_TRUE(b["parts"][k]["kept"].get<bool>()) << "part " << k + 1;
+    EXPECT_EQ(b["parts"][k]["answer"], a["parts"][k]["answer"]) << "part " << k + 1;
+  }
+  EXPECT_EQ(b["answer"], a["answer"]);
+  EXPECT_LT(b["prefill_tokens_computed"].get<int64_t>(),
+            a["prefill_tokens_computed"].get<int64_t>());
+  EXPECT_NE(cont.err.find("part 1 of " + std::to_string(a["parts"].size()) +
+                          ": its answer is kept from an earlier ask"),
+            std::string::npos)
+      << cont.err;
+
+  const fs::path short_pdf = data_ / "story.pdf";
+  write_pdf(short_pdf, kStory);
+  const CliResult text = run(with(base(), {short_pdf.string()}));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("\n[stopped: length limit 16 tokens]\n"), std::string::npos) << text.out;
+}
+
+std::vector<fs::path> kv_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".kv") out.push_back(e.path());
+  return out;
+}
+
+// --snapshot-budget holds after many asks: the least recently used saved KV goes first (file and
+// row: a document whose file went is prefilled again, the one asked last is reused), and
+// `docs show` counts what is on disk.
+TEST_F(CliAsk, SnapshotBudgetKeepsTheMostRecentlyUsed) {
+  std::vector<fs::path> pdfs;
+  for (int i = 0; i < 6; ++i) {
+    pdfs.push_back(data_ / ("story" + std::to_string(i) + ".pdf"));
+    write_pdf(pdfs.back(),
+              {{"Story " + std::to_string(i) + ": " + kStory[0][0], kStory[0][1]}, kStory[1]});
+  }
+  const fs::path kv = data_ / "cache" / "snapshots";
+  const CliResult first = run(with(base(), {pdfs[0].string(), "--json"}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(kv_files(kv).size(), 1u);
+  const auto one = static_cast<int64_t>(fs::file_size(kv_files(kv).front()));
+  const int64_t budget = one * 5 / 2;  // room for two
+  for (size_t i = 1; i < pdfs.size(); ++i) {
+    const CliResult r = run(
+        with(base(), {pdfs[i].string(), "--json", "--snapshot-budget", std::to_string(budget)}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    int64_t total = 0;
+    for (const fs::path& f : kv_files(kv)) total += static_cast<int64_t>(fs::file_size(f));
+    EXPECT_LE(total, budget) << "after ask " << i + 1;
+    EXPECT_LE(kv_files(kv).size(), 2u) << "after ask " << i + 1;
+    if (i >= 2) {
+      EXPECT_NE(r.err.find("snapshot budget: removed 1 least recently used saved KV file(s)"),
+                std::string::npos)
+          << r.err;
+    }
+  }
+  EXPECT_EQ(kv_files(kv).size(), 2u);
+  const int64_t last_id =
+      test::parse_one_object(run(with(base(), {pdfs.back().string(), "--json", "--snapshot-budget",
+                                               std::to_string(budget)}))
+                                 .out)["doc_id"];
+  const CliResult show =
+      run({"docs", "show", std::to_string(last_id), "--json", "--data-dir", data_.string()});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  const nlohmann::json s = test::parse_one_object(show.out);
+  EXPECT_EQ(s["saved_kv"]["files"], 2);
+  EXPECT_LE(s["saved_kv"]["bytes"].get<int64_t>(), budget);
+  EXPECT_GT(s["saved_kv"]["budget_bytes"].get<int64_t>(), 0);
+  // The most recent two are kept: the last document is reused, the first was removed.
+  const CliResult last = run(
+      with(base(), {pdfs.back().string(), "--json", "--snapshot-budget", std::to_string(budget)}));
+  EXPECT_TRUE(test::parse_one_object(last.out)["reused_snapshot"].get<bool>()) << last.err;
+  const CliResult oldest =
+      run(with(base(), {pdfs[0].string(), "--json", "--snapshot-budget", std::to_string(budget)}));
+  EXPECT_FALSE(test::parse_one_object(oldest.out)["reused_snapshot"].get<bool>()) << oldest.err;
+  EXPECT_EQ(kv_files(kv).size(), 2u);
+}
+
+// At start, an unfinished snapshot file of a process that ended (killed while writing) is
+// removed; a live process's is kept.
+TEST_F(CliAsk, StaleSnapshotTemporariesAreRemovedAtStart) {
+  const fs::path kv = data_ / "cache" / "snapshots";
+  fs::create_directories(kv);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(dead, &status, 0);
+  const fs::path stale = kv / ("00-00.kv.tmp-" + std::to_string(dead) + "-Xy12Ab");
+  const fs::path live = kv / ("00-01.kv.tmp-" + std::to_string(::getpid()) + "-Xy12Ab");
+  std::ofstream(stale) << "half a snapshot";
+  std::ofstream(live) << "being written";
+  const fs::path pdf = data_ / "story.pdf";
+  write_pdf(pdf, kStory);
+  const CliResult r = run(with(base(), {pdf.string(), "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_NE(r.err.find("removed 1 unfinished snapshot file(s) of processes that ended"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(CliAsk, AScannedDocumentIsNeverAnswered) {
