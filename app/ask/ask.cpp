@@ -107,6 +107,7 @@ struct RunSetup {
   const AskParams* params = nullptr;
   SnapshotIndex* index = nullptr;
   const AskCallbacks* callbacks = nullptr;
+  AnswerProgress* progress = nullptr;  // the callbacks' progress, when they have one
 };
 
 void note(const RunSetup& rs, const std::string& line) {
@@ -198,6 +199,19 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
   std::vector<int32_t> all = pt.prefix;
   all.insert(all.end(), pt.suffix.begin(), pt.suffix.end());
 
+  AnswerProgress* const progress = rs.progress;
+  if (progress) progress->prompt_begin(run.prompt_tokens, p.n_predict);
+  // An eval of prompt tokens ending at position `end`, reporting its ubatches as prefill.
+  const auto prefill = [&](std::span<const int32_t> tokens, bool want_logits,
+                           size_t end) -> Status {
+    if (!progress) return s.eval(tokens, want_logits);
+    const EvalProgress outer = s.eval_progress();
+    s.set_eval_progress(progress->prefill_hook(outer, static_cast<int64_t>(end)));
+    Status st = s.eval(tokens, want_logits);
+    s.set_eval_progress(outer);
+    return st;
+  };
+
   const bool snapshots = snapshot && cpu != nullptr && p.use_snapshots && !p.snapshot_dir.empty() &&
                          !pt.prefix.empty() && !pt.suffix.empty();
   bool prefilled = false;
@@ -224,13 +238,24 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
       run.reused_snapshot = true;
       run.reused_tokens = static_cast<int64_t>(pt.prefix.size());
       note(rs, fmt::format("reused saved KV: {} tokens", pt.prefix.size()));
+      if (progress) progress->prompt_restored(run.reused_tokens);
       // The whole prompt from position 0: the restored prefix is kept, the question computed.
-      if (auto st = s.eval(all, true); !st) return st.error();
+      if (auto st = prefill(all, true, all.size()); !st) return st.error();
       prefilled = true;
     } else {
       const std::string checkpoint =
           (fs::path(p.snapshot_dir) / checkpoint_file_name(key)).string();
+      // The prefix goes in slices and may resume from a checkpoint: the session's position is
+      // the prefill's progress.
+      const EvalProgress outer = s.eval_progress();
+      if (progress) {
+        s.set_eval_progress([progress, cpu, outer](int64_t done, int64_t total) {
+          progress->prefill_at(cpu->n_past());
+          return outer ? outer(done, total) : true;
+        });
+      }
       auto done = prefill_with_checkpoints(*cpu, pt.prefix, checkpoint, rs);
+      s.set_eval_progress(outer);
       if (!done) return done.error();
       run.resumed_from_tokens = *done;
       fs::create_directories(p.snapshot_dir, ec);
@@ -249,13 +274,14 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
         note(rs, fmt::format("saved KV of the document prefix: {} tokens, {}", pt.prefix.size(),
                              format_size(ec ? 0 : size)));
       }
-      if (auto st = s.eval(pt.suffix, true); !st) return st.error();
+      if (auto st = prefill(pt.suffix, true, all.size()); !st) return st.error();
       prefilled = true;
     }
   }
   if (!prefilled) {
-    if (auto st = s.eval(all, true); !st) return st.error();
+    if (auto st = prefill(all, true, all.size()); !st) return st.error();
   }
+  if (progress) progress->prefill_done();
   run.prefill_tokens_computed =
       cpu ? cpu->usage().prefill_tokens_computed : static_cast<int64_t>(all.size());
 
@@ -270,6 +296,7 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
     if (tok.is_eog(id)) break;
     history.push_back(id);
     ++run.generated_tokens;
+    if (progress) progress->decode_at(run.generated_tokens);
     const std::string piece = tok.token_to_piece(id);
     run.text += piece;
     if (rs.callbacks->piece) rs.callbacks->piece(part, piece);
@@ -394,7 +421,8 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
       doc.pages.size(), doc.pages.size() == 1 ? "page" : "pages", res.document_tokens,
       res.question_tokens, res.prompt_tokens, n_ctx));
 
-  RunSetup rs{&tokenizer, &params, index, &callbacks};
+  AnswerProgress progress(callbacks.progress);
+  RunSetup rs{&tokenizer, &params, index, &callbacks, progress.enabled() ? &progress : nullptr};
   const bool fits = res.prompt_tokens + reserve <= n_ctx;
   if (fits) {
     if (params.map_reduce) note_line("the document fits the context: answering in one prompt");
@@ -445,6 +473,17 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
       n_pieces > 0 ? fmt::format(" ({} of them pieces of pages too long for one part)", n_pieces)
                    : std::string()));
   res.reused_snapshot = true;
+  if (progress.enabled()) {
+    // The ETA of the whole answer counts the tokens every part's prompt holds.
+    std::vector<int64_t> part_tokens;
+    for (int k = 0; k < n_parts; ++k) {
+      part_tokens.push_back(
+          static_cast<int64_t>(build_document_prompt(ctx, doc, (*ranges)[static_cast<size_t>(k)],
+                                                     params.question, k + 1, n_parts)
+                                   .tokens.size()));
+    }
+    progress.plan_parts(part_tokens, reserve);
+  }
   std::vector<PartText> texts;
   for (int k = 0; k < n_parts; ++k) {
     const PageRange r = (*ranges)[static_cast<size_t>(k)];
@@ -500,6 +539,7 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
     res.resumed_from_tokens += pa.run.resumed_from_tokens;
     texts.push_back({pa.first_page, pa.last_page, pa.run.text});
     res.parts.push_back(std::move(pa));
+    progress.part_done(k + 1);
   }
   // Parts that found nothing are left out of the final prompt, unless all of them did.
   std::vector<PartText> relevant;
@@ -516,6 +556,7 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
     return res;
   }
   if (!combined) return combined.error();
+  progress.answer_done();
   res.answer = combined->text;
   res.prefill_tokens_computed += combined->prefill_tokens_computed;
   res.generated_tokens += combined->generated_tokens;

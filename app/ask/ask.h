@@ -24,6 +24,7 @@
 #include "app/ask/citations.h"
 #include "app/ask/document.h"
 #include "app/ask/prompt.h"
+#include "app/runtime/progress.h"
 #include "engine/backend/device.h"
 #include "engine/common/expected.h"
 #include "engine/kv/tier_policy.h"
@@ -115,6 +116,10 @@ struct AskCallbacks {
   std::function<bool()> cancelled;
   /// Called before each part's prompt runs (part K of n_parts, its pages).
   std::function<void(int part, int n_parts, int first_page, int last_page)> part_start;
+  /// Progress (app/runtime/progress.h): every prompt's prefill per ubatch (positions of its
+  /// tokens) and decode per token; in map-reduce mode the parts (k of N, with the ETA of the
+  /// whole answer: the remaining parts' tokens at the measured rate), ending at N of N.
+  ProgressSink progress;
 };
 
 /// Creates a fresh session for one prompt (every prompt starts from an empty cache).

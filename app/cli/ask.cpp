@@ -11,6 +11,7 @@
 
 #include "app/ask/ask.h"
 #include "app/cli/cli_common.h"
+#include "app/cli/progress_out.h"
 #include "app/ingest/ingest.h"
 #include "app/jobs/jobs.h"
 #include "app/paths.h"
@@ -149,6 +150,8 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   c->add_option("--checkpoint-seconds", a.checkpoint_seconds,
                 "Prefill checkpoint every S seconds of prefill")
       ->group("");
+  c->add_option("--progress-json", a.progress_json,
+                "Write one JSON object per progress event (prefill, part, decode) to FILE");
   c->add_option("--password", a.password, "FILE: the PDF's password (never stored)");
   c->add_flag("--ocr", a.ocr, "FILE: OCR pages without a text layer (tesseract)");
   return c;
@@ -177,6 +180,8 @@ int run_ask(const AskArgs& a) {
   }
   auto kv_settings = make_kv_settings(a.kv);
   if (!kv_settings) return ask_fail(kv_settings.error());
+  auto progress = ProgressOutput::open(a.progress_json);
+  if (!progress) return ask_fail(progress.error());
 
   auto loaded = load_model(a.model);
   if (!loaded) return ask_fail(loaded.error());
@@ -272,9 +277,13 @@ int run_ask(const AskArgs& a) {
   cb.note = [&](const std::string& line) {
     part_out.finish();
     answer_out.finish();
+    (*progress)->interrupt();
     std::fprintf(stderr, "%s\n", line.c_str());
+    (*progress)->wrote(true);
   };
   cb.part_start = [&](int part, int n_parts, int first, int last) {
+    (*progress)->interrupt();
+    (*progress)->wrote(true);
     if (current_part > 0) {
       part_out.finish();
       std::fprintf(stderr, "\n");
@@ -296,8 +305,11 @@ int run_ask(const AskArgs& a) {
     }
   };
   cb.piece = [&](int part, const std::string& piece) {
+    (*progress)->interrupt();
     (part > 0 ? part_out : answer_out).write(piece);
+    (*progress)->wrote(piece.ends_with('\n'), /*generated=*/true);
   };
+  cb.progress = (*progress)->sink();
 
   app::LibrarySnapshots index(**lib);
   if (snapshots) {
@@ -323,6 +335,7 @@ int run_ask(const AskArgs& a) {
   auto res = app::ask_document(tk, *doc, ap, make_session, &index, cb, &part_store);
   part_out.finish();
   answer_out.finish();
+  (*progress)->finish();
   if (!res) return ask_fail(res.error());
   if (!a.json) {  // the answer streamed to stdout: end its line before stderr's summary
     std::fputc('\n', stdout);

@@ -40,9 +40,10 @@ struct AskArgs {
   // --checkpoint-tokens / --checkpoint-seconds (tests make them small).
   int64_t checkpoint_tokens = 8192;
   double checkpoint_seconds = 60;
-  std::string password;  // FILE.pdf: --password
-  bool ocr = false;      // FILE.pdf: --ocr
-  std::string data_dir;  // the global --data-dir (empty: XDG folders)
+  std::string progress_json;  // --progress-json FILE: one progress event per line
+  std::string password;       // FILE.pdf: --password
+  bool ocr = false;           // FILE.pdf: --ocr
+  std::string data_dir;       // the global --data-dir (empty: XDG folders)
 };
 
 /// Adds the `ask` subcommand and its options to `app`.

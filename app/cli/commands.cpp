@@ -20,7 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli_common.h"
+#include "app/cli/progress_out.h"
 #include "app/paths.h"
+#include "app/runtime/progress.h"
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/backend/device.h"
 #include "engine/backend/reference/reference_session.h"
@@ -455,6 +457,9 @@ int run_generate(const GenerateArgs& a) {
   if (!a.stats_json.empty()) {
     if (auto st = stats_out.open(a.stats_json); !st) return fail(st.error());
   }
+  auto progress_out = ProgressOutput::open(a.progress_json);
+  if (!progress_out) return fail(progress_out.error());
+  app::AnswerProgress progress((*progress_out)->sink());
 
   auto loaded = load_model(a.model);
   if (!loaded) return fail(loaded.error());
@@ -538,6 +543,7 @@ int run_generate(const GenerateArgs& a) {
         make_error("context full: the prompt has {} tokens but the context holds {} (use -c)",
                    prompt.size(), s.n_ctx()));
   }
+  progress.prompt_begin(static_cast<int64_t>(prompt.size()), a.n_predict);
   if (!a.load_kv.empty()) {
     if (auto st = cpu->load_kv(a.load_kv); !st) return fail(st.error());
     const std::span<const int32_t> saved = cpu->tokens();
@@ -549,9 +555,14 @@ int run_generate(const GenerateArgs& a) {
     } else {
       std::fprintf(stderr, "note: --load-kv %s: restored %zu of the prompt's %zu tokens\n",
                    a.load_kv.c_str(), saved.size(), prompt.size());
+      progress.prompt_restored(static_cast<int64_t>(saved.size()));
     }
   }
-  if (auto st = eval(prompt, true); !st) return fail(st.error());
+  s.set_eval_progress(progress.prefill_hook({}, static_cast<int64_t>(prompt.size())));
+  const Status prefilled = eval(prompt, true);
+  s.set_eval_progress({});
+  if (!prefilled) return fail(prefilled.error());
+  progress.prefill_done();
   if (!a.save_kv.empty()) {
     if (auto st = cpu->save_kv(a.save_kv); !st) return fail(st.error());
     std::error_code ec;
@@ -573,7 +584,11 @@ int run_generate(const GenerateArgs& a) {
   std::vector<int32_t> history = prompt, generated;
   std::string text;
   Utf8Streamer stream(a.json ? stderr : stdout);
-  if (!a.json) stream.write(prompt_text);  // the continuation reads as text only after its prompt
+  (*progress_out)->interrupt();
+  if (!a.json) {  // the continuation reads as text only after its prompt
+    stream.write(prompt_text);
+    (*progress_out)->wrote(prompt_text.ends_with('\n'), /*generated=*/true);
+  }
   for (int32_t i = 0; a.n_predict < 0 || i < a.n_predict; ++i) {
     const int32_t id = sampler.sample(s.logits(), history);
     if (tk.is_eog(id)) break;
@@ -581,7 +596,10 @@ int run_generate(const GenerateArgs& a) {
     history.push_back(id);
     const std::string piece = tk.token_to_piece(id);
     text += piece;
+    (*progress_out)->interrupt();
     stream.write(piece);
+    (*progress_out)->wrote(piece.ends_with('\n'), /*generated=*/true);
+    progress.decode_at(static_cast<int64_t>(generated.size()));
     if (a.n_predict >= 0 && i + 1 == a.n_predict) break;  // no forward pass for logits never used
     const int32_t one[1] = {id};
     if (auto st = eval(one, true); !st) {
@@ -600,6 +618,7 @@ int run_generate(const GenerateArgs& a) {
     }
   }
   stream.finish();
+  (*progress_out)->finish();
   if (auto st = stats_out.close(); !st) return fail(st.error());
   if (a.stats && cpu) {
     (void)cpu->flush_kv();  // the spills in flight land, so the tiers are final

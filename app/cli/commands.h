@@ -45,11 +45,12 @@ struct GenerateArgs {
   bool reference = false;  // --reference: the float64 reference forward instead of the fast path
   std::string device = "auto";  // --device auto | cpu | cuda (the fast path's backend)
   SamplerParams sampling;
-  KvArgs kv;               // the paged KV cache
-  bool stats = false;      // --stats: a summary on stderr at the end
-  std::string stats_json;  // --stats-json FILE: one JSON object per step (line)
-  std::string save_kv;     // --save-kv FILE: the prompt's KV, written after the prompt
-  std::string load_kv;     // --load-kv FILE: reuse a snapshot whose tokens start the prompt
+  KvArgs kv;                  // the paged KV cache
+  bool stats = false;         // --stats: a summary on stderr at the end
+  std::string stats_json;     // --stats-json FILE: one JSON object per step (line)
+  std::string progress_json;  // --progress-json FILE: one progress event per line
+  std::string save_kv;        // --save-kv FILE: the prompt's KV, written after the prompt
+  std::string load_kv;        // --load-kv FILE: reuse a snapshot whose tokens start the prompt
 };
 /// generate: errors as the options' (a bad --device lists the accepted values; --reference
 /// with --device cuda is refused: the reference runs on the CPU only). Under --device auto a

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/commands.h"
+#include "app/cli/progress_out.h"
 #include "app/jobs/jobs.h"
 #include "app/jobs/schedule.h"
 #include "app/paths.h"
@@ -325,8 +326,15 @@ int run_runner(const JobsArgs& a, bool one_job) {
   o.watch_poll_ms = static_cast<int64_t>(std::llround(a.poll_s * 1000));
   o.backoff_ms = static_cast<int64_t>(std::llround(a.backoff_s * 1000));
   o.stop = &g_stop;
+  auto progress = ProgressOutput::open(a.progress_json);
+  if (!progress) return fail(progress.error().message);
   app::RunnerCallbacks cb;
-  cb.note = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  cb.note = [&progress](const std::string& line) {
+    (*progress)->interrupt();
+    std::fprintf(stderr, "%s\n", line.c_str());
+    (*progress)->wrote(true);
+  };
+  cb.events = (*progress)->sink();
   auto runner = app::Runner::create(std::move(o), cb);
   if (!runner) return fail(runner.error().message);
 
@@ -340,6 +348,7 @@ int run_runner(const JobsArgs& a, bool one_job) {
   Expected<app::RunSummary> r = one_job   ? (*runner)->run_job(a.id)
                                 : a.watch ? (*runner)->run_watch()
                                           : (*runner)->run_due();
+  (*progress)->finish();
   if (!r) return fail(r.error().message);
   std::fprintf(stderr,
                "%d job%s run: %d done, %d failed, %d cancelled; documents: %d done, %d failed\n",
@@ -446,6 +455,9 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
 
   auto* due = c->add_subcommand("run-due", "Run every due job, then exit (0: all succeeded)");
   due->add_flag("--watch", a.watch, "Keep running, picking jobs up as they become due");
+  due->add_option("--progress-json", a.progress_json,
+                  "Write one JSON object per progress event (document, part, prefill, decode) to "
+                  "FILE");
   due->add_option("--poll", a.poll_s, "--watch: seconds between queue checks")
       ->capture_default_str();
   due->add_option("--lease", a.lease_s,

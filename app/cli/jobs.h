@@ -55,6 +55,7 @@ struct JobsArgs {
   int new_priority = 0;
   bool json = false;
   bool watch = false;
+  std::string progress_json;  // run-due, run: --progress-json FILE
   double poll_s = 30;
   double lease_s = 30;
   double heartbeat_s = 5;

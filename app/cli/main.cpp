@@ -158,6 +158,10 @@ int main(int argc, char** argv) {
                   "KV tiers, bytes moved, attention times and speed on stderr at the end");
   c_gen->add_option("--stats-json", gen.stats_json, "Write one JSON object per step to FILE")
       ->check(non_empty_path);
+  c_gen
+      ->add_option("--progress-json", gen.progress_json,
+                   "Write one JSON object per progress event (prefill, decode) to FILE")
+      ->check(non_empty_path);
   c_gen->add_option("--save-kv", gen.save_kv, "Save the prompt's KV cache to FILE")
       ->check(non_empty_path);
   c_gen->add_option("--load-kv", gen.load_kv,

@@ -128,6 +128,7 @@ class LocalGenerator final : public Generator {
     a.snapshot_dir = snapshots_;
     RunCallbacks cb;
     cb.cancelled = req.cancelled;
+    cb.progress = req.events;
     if (req.progress) {
       cb.usage = [&](const SessionUsage& u) { req.progress(u.decode_tokens, u.decode_s); };
     }

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "app/runtime/progress.h"
 #include "engine/common/expected.h"
 
 struct sqlite3;
@@ -248,6 +249,8 @@ struct GenRequest {
   std::function<bool()> cancelled;
   /// Tokens generated so far (the live tokens/s).
   std::function<void(int64_t generated_tokens, double decode_s)> progress;
+  /// Progress events of the prompt (app/runtime/progress.h): prefill, decode, parts.
+  ProgressSink events;
 };
 /// Its outcome. On failure `error` says why and `transient` whether retrying may help (a busy
 /// database, a remote 503 or timeout).
@@ -290,6 +293,10 @@ struct RunnerCallbacks {
       document;
   std::function<void(const JobProgress&)> progress;
   std::function<void(const std::string&)> note;  // a line for the user (the CLI: stderr)
+  /// Progress events (app/runtime/progress.h): the job's documents (documents done of the
+  /// job's, ETA from the documents timed so far), and inside each document its prompts'
+  /// prefill, decode and map-reduce parts.
+  ProgressSink events;
 };
 
 struct RunnerOptions {

@@ -255,6 +255,7 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
       req.seed = job.spec.seed;
       req.map_reduce = job.spec.map_reduce;
       req.cancelled = [&] { return stopping() || hb.stop(); };
+      req.events = cb.events;
       req.progress = [&](int64_t tokens, double decode_s) {
         const auto now = std::chrono::steady_clock::now();
         if (!cb.progress || now - last_emit < std::chrono::milliseconds(250)) return;
@@ -359,6 +360,18 @@ Expected<RunSummary> Runner::Impl::run_job(int64_t id) {
   double doc_seconds = 0;
   int docs_timed = 0;
   bool stopped = false;
+  const auto document_event = [&] {
+    if (!cb.events) return;
+    ProgressEvent e;
+    e.phase = ProgressPhase::Document;
+    e.done = progress.n_done + progress.n_failed;
+    e.total = progress.n_docs;
+    e.eta_s = progress.eta_s;
+    e.elapsed_s = doc_seconds;
+    cb.events(e);
+  };
+  progress.eta_s = -1;
+  document_event();
   for (;;) {
     if (stopping() || hb.stop()) {
       stopped = true;
@@ -393,6 +406,7 @@ Expected<RunSummary> Runner::Impl::run_job(int64_t id) {
     const int left = progress.n_docs - progress.n_done - progress.n_failed;
     progress.eta_s = docs_timed > 0 ? left * doc_seconds / docs_timed : -1;
     if (cb.progress) cb.progress(progress);
+    document_event();
   }
   gen->reset();  // unload the model before the bookkeeping below
 

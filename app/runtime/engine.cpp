@@ -336,6 +336,7 @@ Expected<DocumentAnswer> ask_library_document(
   };
   acb.cancelled = cb.cancelled;
   acb.part_start = part_start;
+  acb.progress = cb.progress;
   LibrarySnapshots index(lib);
   if (snapshots) {
     const StaleFiles stale = remove_stale_files(ask.snapshot_dir, {});
@@ -426,6 +427,8 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
     return make_error("the prompt has {} tokens; the context holds {}", r.prompt_tokens, s.n_ctx());
   }
   hook(s, cb);
+  AnswerProgress progress(cb.progress);
+  progress.prompt_begin(r.prompt_tokens, c.max_tokens);
   const auto finish_usage = [&] {
     const SessionUsage u = s.usage();
     r.prefill_s = u.prefill_s;
@@ -435,14 +438,19 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
     r.finish_reason = "cancelled";
     return r;
   }
-  if (auto st = s.eval(prompt, true); !st) {
-    if (st.error().message == "cancelled") {
+  const EvalProgress outer = s.eval_progress();
+  if (progress.enabled()) s.set_eval_progress(progress.prefill_hook(outer, r.prompt_tokens));
+  Status prefilled = s.eval(prompt, true);
+  s.set_eval_progress(outer);
+  if (!prefilled) {
+    if (prefilled.error().message == "cancelled") {
       r.finish_reason = "cancelled";
       finish_usage();
       return r;
     }
-    return st.error();
+    return prefilled.error();
   }
+  progress.prefill_done();
   const Error non_finite{
       "the model produced non-finite logits (NaN or infinity); its weights or hyperparameters "
       "are broken"};
@@ -461,6 +469,7 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
     }
     history.push_back(id);
     ++r.completion_tokens;
+    progress.decode_at(r.completion_tokens);
     if (filter.add(tok.token_to_piece(id))) {
       stop_string = true;
       r.finish_reason = "stop";

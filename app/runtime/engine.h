@@ -19,6 +19,7 @@
 
 #include "app/ask/ask.h"
 #include "app/runtime/engine_settings.h"
+#include "app/runtime/progress.h"
 #include "app/store/library.h"
 #include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
@@ -95,6 +96,9 @@ struct RunCallbacks {
   std::function<bool()> cancelled;
   /// After every ubatch and token: the session's counters (the dashboard's feed).
   std::function<void(const SessionUsage&)> usage;
+  /// Progress events (app/runtime/progress.h): prefill per ubatch, decode per token, and for a
+  /// map-reduce document ask the parts (AskCallbacks::progress).
+  ProgressSink progress;
 };
 
 // --- asking a library document ---------------------------------------------------------------

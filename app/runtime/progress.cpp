@@ -1,7 +1,10 @@
 #include "app/runtime/progress.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 
 namespace spw::app {
 
@@ -105,6 +108,113 @@ ProgressEvent ProgressMeter::at(int64_t done, double now_s, int64_t tokens) cons
     if (e.eta_s < 0) e.eta_s = 0;
   }
   return e;
+}
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+AnswerProgress::AnswerProgress(ProgressSink sink, std::function<double()> clock)
+    : sink_(std::move(sink)), clock_(clock ? std::move(clock) : steady_seconds) {}
+
+void AnswerProgress::plan_parts(const std::vector<int64_t>& part_prompt_tokens,
+                                int64_t answer_tokens) {
+  if (!enabled()) return;
+  part_tokens_ = part_prompt_tokens;
+  answer_tokens_ = answer_tokens;
+  parts_done_ = 0;
+  work_done_ = computed_done_ = 0;
+  parts_start_s_ = clock_();
+  emit_part(0, false);
+}
+
+double AnswerProgress::computed_rate(double now) const {
+  const double elapsed = now - parts_start_s_;
+  const int64_t computed = computed_done_ + (pos_ - restored_) + generated_;
+  return elapsed > 0 && computed > 0 ? static_cast<double>(computed) / elapsed : 0;
+}
+
+void AnswerProgress::emit_part(int done, bool finished) {
+  const auto n = static_cast<int64_t>(part_tokens_.size());
+  const double now = clock_();
+  ProgressEvent e;
+  e.phase = ProgressPhase::Part;
+  e.done = done;
+  e.total = n;
+  e.elapsed_s = now - parts_start_s_;
+  e.tokens_per_s = computed_rate(now);
+  if (finished) {
+    e.eta_s = 0;
+  } else if (e.tokens_per_s > 0) {
+    // Every part's prompt and answer, then the combination (one answer per part, and its own).
+    const int64_t all = std::accumulate(part_tokens_.begin(), part_tokens_.end(), int64_t{0}) +
+                        n * answer_tokens_ + (n + 1) * answer_tokens_;
+    const int64_t left = std::max<int64_t>(0, all - (work_done_ + pos_ + generated_));
+    e.eta_s = static_cast<double>(left) / e.tokens_per_s;
+  }
+  sink_(e);
+}
+
+void AnswerProgress::part_done(int k) {
+  if (!enabled() || part_tokens_.empty()) return;
+  parts_done_ = k;
+  emit_part(k, false);
+}
+
+void AnswerProgress::answer_done() {
+  if (!enabled() || part_tokens_.empty()) return;
+  emit_part(static_cast<int>(part_tokens_.size()), true);
+}
+
+void AnswerProgress::prompt_begin(int64_t n_prompt, int64_t n_predict) {
+  if (!enabled()) return;
+  // The prompt before this one is finished: its tokens count as done work.
+  work_done_ += pos_ + generated_;
+  computed_done_ += (pos_ - restored_) + generated_;
+  n_prompt_ = n_prompt;
+  n_predict_ = n_predict > 0 ? n_predict : 0;
+  restored_ = pos_ = generated_ = 0;
+  prefill_sent_done_ = false;
+  prompt_start_s_ = decode_start_s_ = clock_();
+}
+
+void AnswerProgress::prompt_restored(int64_t n_tokens) {
+  if (!enabled()) return;
+  restored_ = pos_ = n_tokens;
+}
+
+EvalProgress AnswerProgress::prefill_hook(EvalProgress outer, int64_t end_pos) {
+  return [this, outer = std::move(outer), end_pos](int64_t done, int64_t total) {
+    prefill_at(end_pos - total + done);
+    return outer ? outer(done, total) : true;
+  };
+}
+
+void AnswerProgress::prefill_at(int64_t pos) {
+  if (!enabled() || pos <= pos_) return;
+  pos_ = std::min(pos, n_prompt_);
+  const ProgressMeter meter(ProgressPhase::Prefill, n_prompt_, prompt_start_s_, restored_);
+  prefill_sent_done_ = pos_ == n_prompt_;
+  sink_(meter.at(pos_, clock_()));
+}
+
+void AnswerProgress::prefill_done() {
+  if (!enabled()) return;
+  if (!prefill_sent_done_) {
+    // A session that reports no ubatches (the reference session), or a prompt restored whole.
+    const ProgressMeter meter(ProgressPhase::Prefill, n_prompt_, prompt_start_s_, restored_);
+    pos_ = n_prompt_;
+    prefill_sent_done_ = true;
+    sink_(meter.at(pos_, clock_()));
+  }
+  decode_start_s_ = clock_();
+}
+
+void AnswerProgress::decode_at(int64_t n_generated) {
+  if (!enabled()) return;
+  generated_ = n_generated;
+  const ProgressMeter meter(ProgressPhase::Decode, n_predict_, decode_start_s_);
+  sink_(meter.at(n_generated, clock_()));
 }
 
 }  // namespace spw::app

@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "engine/session/session.h"
 
 namespace spw::app {
 
@@ -58,6 +61,64 @@ class ProgressMeter {
   int64_t total_;
   double start_s_;
   int64_t done_at_start_;
+};
+
+/// Seconds on the steady clock: the trackers' default clock.
+double steady_seconds();
+
+/// The events of one answer as it runs: each prompt's prefill (per ubatch: prompt positions
+/// done of the prompt's tokens) and decode (per token: tokens generated of n_predict, 0 when
+/// unbounded), and, in map-reduce mode, the parts (part events: parts done of N, with the ETA of
+/// the whole answer). The whole answer's ETA counts the tokens the remaining parts hold (their
+/// prompts plus room for an answer each, and the final combination: one answer per part plus
+/// its own) at the rate measured over the tokens computed so far. Restored tokens (saved KV)
+/// are done but not computed, so they do not speed up the measured rate. Used on one thread.
+class AnswerProgress {
+ public:
+  /// No sink: every call does nothing. `clock` (seconds) defaults to steady_seconds.
+  explicit AnswerProgress(ProgressSink sink, std::function<double()> clock = {});
+  bool enabled() const { return static_cast<bool>(sink_); }
+
+  /// Map-reduce: `part_prompt_tokens[k]` is part k+1's prompt; each part and the combination
+  /// answer in at most `answer_tokens`. Emits the first part event (0 of N).
+  void plan_parts(const std::vector<int64_t>& part_prompt_tokens, int64_t answer_tokens);
+  /// Part `k` (1-based) finished: part event k of N.
+  void part_done(int k);
+  /// The combination finished: the last part event (N of N, ETA 0).
+  void answer_done();
+
+  /// A prompt of `n_prompt` tokens begins; it generates at most `n_predict` (<= 0: unbounded).
+  void prompt_begin(int64_t n_prompt, int64_t n_predict);
+  /// `n_tokens` prompt positions came from saved KV (not computed).
+  void prompt_restored(int64_t n_tokens);
+  /// The session hook for an eval() whose tokens end at prompt position `end_pos`: reports the
+  /// prefill position after each ubatch (end_pos - total + done), then calls `outer` (the hook
+  /// already installed: cancellation, usage) and returns its answer.
+  EvalProgress prefill_hook(EvalProgress outer, int64_t end_pos);
+  /// Prompt position `pos` is computed (prefill event when it moved).
+  void prefill_at(int64_t pos);
+  /// The prompt is in the KV: the last prefill event (done == total) if not sent yet.
+  void prefill_done();
+  /// `n_generated` tokens of this prompt's answer are generated (decode event).
+  void decode_at(int64_t n_generated);
+
+ private:
+  void emit_part(int done, bool finished);
+  double computed_rate(double now) const;
+
+  ProgressSink sink_;
+  std::function<double()> clock_;
+  // The prompt now running.
+  int64_t n_prompt_ = 0, n_predict_ = 0, restored_ = 0, pos_ = 0, generated_ = 0;
+  double prompt_start_s_ = 0, decode_start_s_ = 0;
+  bool prefill_sent_done_ = false;
+  // Map-reduce.
+  std::vector<int64_t> part_tokens_;
+  int64_t answer_tokens_ = 0;
+  int parts_done_ = 0;
+  double parts_start_s_ = 0;
+  int64_t work_done_ = 0;      // tokens of finished prompts (prompt + generated)
+  int64_t computed_done_ = 0;  // of those, computed (not restored)
 };
 
 }  // namespace spw::app

@@ -55,6 +55,8 @@ class Session {
 
   /// Installs (or, with an empty function, removes) the progress callback of later eval()s.
   void set_eval_progress(EvalProgress progress) { progress_ = std::move(progress); }
+  /// The progress callback installed now (empty when none): to wrap it for one eval().
+  const EvalProgress& eval_progress() const { return progress_; }
 
   /// The session's counters now (usage.h). The base fills n_past and n_ctx; the CPU and CUDA
   /// sessions the rest. Any thread (the counters are atomics; n_past may be a step behind).
