@@ -83,6 +83,8 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
   jp.cache_dir = std::filesystem::path(params_.cache_dir.toStdString());
   jp.run_jobs = params_.run_jobs;
   jobs_ = new JobsDock(jp, &window_);
+  // Batch jobs feed the dashboard's telemetry stream too.
+  connect(jobs_, &JobsDock::runSample, worker_, &app::EngineWorker::addRunSample);
   // The window's Jobs dock holds the dock's contents; the JobsDock object keeps the logic.
   QWidget* jobs_contents = jobs_->widget();
   jobs_->setWidget(nullptr);

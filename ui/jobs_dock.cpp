@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -433,7 +434,14 @@ void JobsDock::startRunner() {
   // Callbacks run on the runner's thread: each posts a call to the dock (dropped if the dock
   // is gone; the destructor joins the thread before the dock's QObject part dies).
   app::RunnerCallbacks cb;
-  cb.job_state = [this](int64_t id, app::JobState state, const std::string&) {
+  // The running job's session counters as the dashboard's run samples, as a chat run's are.
+  auto sampler = std::make_shared<app::UsageSampler>(300, [this](const app::TelemetrySample& s) {
+    QMetaObject::invokeMethod(
+        this, [this, s] { emit runSample(s); }, Qt::QueuedConnection);
+  });
+  cb.usage = [sampler](const auto& usage) { sampler->add(usage); };
+  cb.job_state = [this, sampler](int64_t id, app::JobState state, const std::string&) {
+    if (state != app::JobState::Running) sampler->finish();  // the job's last state
     const QString name = QString::fromLatin1(app::job_state_name(state));
     QMetaObject::invokeMethod(
         this,

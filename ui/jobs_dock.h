@@ -19,6 +19,7 @@
 #include <QString>
 
 #include "app/jobs/jobs.h"
+#include "app/worker/telemetry.h"
 
 class QTableWidget;
 
@@ -88,6 +89,10 @@ class JobsDock final : public QDockWidget {
   void jobsChanged();
   /// A job changed state (from this dock or its runner).
   void jobStateChanged(qint64 job_id, const QString& state);
+  /// A run sample of the running job's session (at most ~3 per second, the last one when the
+  /// job ends): the app controller hands it to the engine worker's telemetry stream, which
+  /// feeds the dashboard as chat runs do.
+  void runSample(const spw::app::TelemetrySample& sample);
 
  private:
   struct Impl;

@@ -129,8 +129,11 @@ class LocalGenerator final : public Generator {
     RunCallbacks cb;
     cb.cancelled = req.cancelled;
     cb.progress = req.events;
-    if (req.progress) {
-      cb.usage = [&](const SessionUsage& u) { req.progress(u.decode_tokens, u.decode_s); };
+    if (req.progress || req.usage) {
+      cb.usage = [&](const SessionUsage& u) {
+        if (req.progress) req.progress(u.decode_tokens, u.decode_s);
+        if (req.usage) req.usage(u);
+      };
     }
     GenResult out;
     auto r = ask_library_document(*engine_, *lib_, a, cb);

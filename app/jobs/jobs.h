@@ -251,6 +251,9 @@ struct GenRequest {
   std::function<void(int64_t generated_tokens, double decode_s)> progress;
   /// Progress events of the prompt (app/runtime/progress.h): prefill, decode, parts.
   ProgressSink events;
+  /// The running session's counters after every ubatch and token (the local engine only): the
+  /// dashboard's telemetry, as a chat run feeds it.
+  std::function<void(const SessionUsage&)> usage;
 };
 /// Its outcome. On failure `error` says why and `transient` whether retrying may help (a busy
 /// database, a remote 503 or timeout).
@@ -297,6 +300,9 @@ struct RunnerCallbacks {
   /// job's, ETA from the documents timed so far), and inside each document its prompts'
   /// prefill, decode and map-reduce parts.
   ProgressSink events;
+  /// The running prompt's session counters after every ubatch and token (GenRequest::usage):
+  /// the desktop app turns them into the memory dashboard's samples, as for chat runs.
+  std::function<void(const SessionUsage&)> usage;
 };
 
 struct RunnerOptions {

@@ -256,6 +256,7 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
       req.map_reduce = job.spec.map_reduce;
       req.cancelled = [&] { return stopping() || hb.stop(); };
       req.events = cb.events;
+      req.usage = cb.usage;
       req.progress = [&](int64_t tokens, double decode_s) {
         const auto now = std::chrono::steady_clock::now();
         if (!cb.progress || now - last_emit < std::chrono::milliseconds(250)) return;

@@ -118,6 +118,45 @@ TEST(JobRunner, RunsEveryDocumentAndStoresEachResult) {
   EXPECT_EQ(f.script->total_calls(), 3);
 }
 
+// What the generator's session reports reaches the runner's callbacks: its usage (the
+// dashboard's telemetry) and its progress events, between the job's document events (documents
+// done of the job's, the ETA once one document is timed).
+TEST(JobRunner, UsageAndProgressOfEachPromptReachTheCallbacks) {
+  Fixture f(2);
+  f.add();
+  f.script->during = [](const GenRequest& req) {
+    SessionUsage u;
+    u.n_past = 100 + req.doc_id;
+    if (req.usage) req.usage(u);
+    ProgressEvent e;
+    e.phase = ProgressPhase::Prefill;
+    e.done = e.total = 100 + req.doc_id;
+    if (req.events) req.events(e);
+  };
+  std::vector<int64_t> usage_n_past;
+  std::vector<ProgressEvent> events;
+  RunnerCallbacks cb;
+  cb.usage = [&](const SessionUsage& u) { usage_n_past.push_back(u.n_past); };
+  cb.events = [&](const ProgressEvent& e) { events.push_back(e); };
+  auto r = f.runner("R1", cb);
+  ASSERT_TRUE(r->run_due().ok());
+  EXPECT_EQ(usage_n_past, (std::vector<int64_t>{100 + f.docs[0], 100 + f.docs[1]}));
+  ASSERT_EQ(events.size(), 5u);  // document 0/2, prefill, document 1/2, prefill, document 2/2
+  const std::vector<ProgressPhase> phases = {ProgressPhase::Document, ProgressPhase::Prefill,
+                                             ProgressPhase::Document, ProgressPhase::Prefill,
+                                             ProgressPhase::Document};
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].phase, phases[i]) << i;
+  EXPECT_EQ(events[0].done, 0);
+  EXPECT_EQ(events[0].total, 2);
+  EXPECT_LT(events[0].eta_s, 0);  // nothing timed yet
+  EXPECT_EQ(events[1].done, 100 + f.docs[0]);
+  EXPECT_EQ(events[2].done, 1);
+  EXPECT_GE(events[2].eta_s, 0);  // one document timed
+  EXPECT_EQ(events[4].done, 2);
+  EXPECT_EQ(events[4].total, 2);
+  EXPECT_DOUBLE_EQ(events[4].eta_s, 0.0);
+}
+
 TEST(JobRunner, ClausesGiveOneRowPerDocumentAndClause) {
   Fixture f(2);
   f.script->absent_clauses = {"renewal"};

@@ -502,6 +502,11 @@ void EngineWorker::finishRequest() {
   if (pending_ > 0 && --pending_ == 0) emit busyChanged(false);
 }
 
+void EngineWorker::addRunSample(const TelemetrySample& s) {
+  external_sample_ms_ = now_ms();
+  onRunSample(s);
+}
+
 void EngineWorker::onRunSample(const TelemetrySample& s) {
   last_run_sample_ = s;
   last_sample_ms_ = now_ms();
@@ -512,7 +517,11 @@ void EngineWorker::onIdleTick() {
   const int64_t now = now_ms();
   if (now - last_sample_ms_ < idle_timer_->interval()) return;
   TelemetrySample s = idle_sample();
-  if (isBusy() && last_run_sample_.running) {
+  // A job's ubatch may take seconds: its run state stands for a while after its last sample.
+  constexpr int64_t kExternalRunHoldMs = 10000;
+  const bool external_run =
+      external_sample_ms_ >= 0 && now - external_sample_ms_ < kExternalRunHoldMs;
+  if ((isBusy() || external_run) && last_run_sample_.running) {
     // A long ubatch: the run's last KV state, the process memory now.
     TelemetrySample run = last_run_sample_;
     run.t_ms = s.t_ms;

@@ -151,6 +151,11 @@ class EngineWorker final : public QObject {
   void countTokens();
   /// Stops the running request and any queued before this call (thread-safe, immediate).
   void stop();
+  /// A run sample of a run this worker does not do (a batch job of the Jobs dock's runner,
+  /// UsageSampler over RunnerCallbacks::usage): published on telemetry() as this worker's own
+  /// run samples are, so the dashboard shows whatever the engine runs; the idle samples pause
+  /// while they come. Call on the worker's (GUI) thread, e.g. through a queued connection.
+  void addRunSample(const spw::app::TelemetrySample& sample);
 
  signals:
   void modelLoaded(const spw::app::ModelLoadedInfo& info);
@@ -194,6 +199,7 @@ class EngineWorker final : public QObject {
   bool has_model_ = false;
   TelemetrySample last_run_sample_;
   int64_t last_sample_ms_ = 0;
+  int64_t external_sample_ms_ = -1;  // when addRunSample last came (a job's long ubatch)
 };
 
 }  // namespace spw::app

@@ -204,6 +204,57 @@ TEST(Telemetry, ThrottlePassesTheFirstThenOnePerInterval) {
   EXPECT_TRUE(t.due(1301));
 }
 
+// The usage feed of a run as dashboard samples: the first reading at once, the next ones at
+// most one per interval, and the last one forced out at the end.
+TEST(Telemetry, UsageSamplerThrottlesAndFinishesWithTheLastReading) {
+  std::vector<TelemetrySample> out;
+  UsageSampler sampler(60000, [&](const TelemetrySample& s) { out.push_back(s); });
+  SessionUsage u;
+  u.n_ctx = 512;
+  for (int64_t n = 1; n <= 5; ++n) {
+    u.n_past = 64 * n;
+    sampler.add(u);
+  }
+  ASSERT_EQ(out.size(), 1u);  // the 60 s interval let only the first through
+  EXPECT_TRUE(out[0].running);
+  EXPECT_EQ(out[0].n_past, 64);
+  sampler.finish();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].n_past, 320);
+  EXPECT_EQ(out[1].n_ctx, 512);
+  sampler.finish();  // nothing new since
+  EXPECT_EQ(out.size(), 2u);
+}
+
+// A batch job's samples reach the same telemetry() stream as the worker's own runs, and the
+// idle sampler leaves them standing while they come.
+TEST_F(EngineWorkerTest, RunSamplesOfAJobReachTheTelemetryStream) {
+  EngineWorker::Params p = params();
+  p.idle_interval_ms = 50;
+  EngineWorker w(p);
+  Recorder rec(w);
+  ASSERT_TRUE(wait_until([&] { return !rec.samples.empty(); }));  // idle samples come
+  EXPECT_FALSE(rec.samples.back().running);
+  TelemetrySample job;
+  job.running = true;
+  job.n_past = 777;
+  job.n_ctx = 2048;
+  job.t_ms = 1;
+  w.addRunSample(job);
+  ASSERT_FALSE(rec.samples.empty());
+  EXPECT_TRUE(rec.samples.back().running);
+  EXPECT_EQ(rec.samples.back().n_past, 777);
+  EXPECT_EQ(rec.samples.back().n_ctx, 2048);
+  // The idle ticks that follow (every 50 ms) repeat the job's state with the process memory
+  // now: a job's ubatch may take seconds without a sample.
+  const size_t n = rec.samples.size();
+  ASSERT_TRUE(wait_until([&] { return rec.samples.size() >= n + 2; }));
+  for (size_t i = n; i < rec.samples.size(); ++i) {
+    EXPECT_TRUE(rec.samples[i].running) << i;
+    EXPECT_EQ(rec.samples[i].n_past, 777) << i;
+  }
+}
+
 TEST_F(EngineWorkerTest, PlanSaysWhenTheDocumentDoesNotFitTheContext) {
   EngineSettings s;
   s.model_path = kStories.string();

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/backend/device.h"
 #include "engine/session/session.h"
 
 namespace spw::app {
@@ -86,6 +87,29 @@ TelemetrySample sample_from_usage(const SessionUsage& u, const TelemetrySample* 
     s.moved_bytes_per_token = static_cast<double>(s.moved_bytes) / static_cast<double>(u.n_past);
   }
   return s;
+}
+
+UsageSampler::UsageSampler(int64_t interval_ms, std::function<void(const TelemetrySample&)> out)
+    : throttle_(interval_ms), out_(std::move(out)) {}
+
+void UsageSampler::publish(const SessionUsage& u) {
+  const int64_t vram_free = u.gpu ? probe_cuda().free_bytes : -1;
+  TelemetrySample s = sample_from_usage(u, have_prev_ ? &prev_ : nullptr, vram_free);
+  prev_ = s;
+  have_prev_ = true;
+  pending_ = false;
+  if (out_) out_(s);
+}
+
+void UsageSampler::add(const SessionUsage& u) {
+  if (!last_) last_ = std::make_shared<SessionUsage>();
+  *last_ = u;
+  pending_ = true;
+  if (throttle_.due(now_ms())) publish(u);
+}
+
+void UsageSampler::finish() {
+  if (pending_ && last_) publish(*last_);
 }
 
 bool TelemetryThrottle::due(int64_t now) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <QMetaType>
@@ -70,6 +72,29 @@ class TelemetryThrottle {
  private:
   int64_t interval_ms_;
   int64_t last_ms_ = -1;
+};
+
+/// A run's usage feed (RunCallbacks::usage, RunnerCallbacks::usage) as the dashboard's run
+/// samples: at most one per `interval_ms` (TelemetryThrottle), each against the sample before
+/// it, and the last reading forced out by finish(). What chat runs and batch jobs both feed
+/// the dashboard with. Not thread-safe; one per run thread.
+class UsageSampler {
+ public:
+  /// `out` receives each sample (on the calling thread).
+  UsageSampler(int64_t interval_ms, std::function<void(const TelemetrySample&)> out);
+  void add(const SessionUsage& usage);
+  /// The last reading, published whatever the throttle says (the run's final state); nothing
+  /// when no reading came since the last finish().
+  void finish();
+
+ private:
+  void publish(const SessionUsage& usage);
+  TelemetryThrottle throttle_;
+  std::function<void(const TelemetrySample&)> out_;
+  std::shared_ptr<SessionUsage> last_;  // the newest reading (SessionUsage is engine-side)
+  bool pending_ = false;                // last_ came after the last published sample
+  TelemetrySample prev_;
+  bool have_prev_ = false;
 };
 
 /// CSV export: the header line and one line per sample (no trailing newline), columns in the
