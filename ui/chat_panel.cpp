@@ -371,6 +371,7 @@ void ChatPanel::onPlanReady(const app::PlanSummary& plan, const app::AskRequest&
     plan_text_->setText(tr("<b>This question will not fit as it is (“%1”).</b><br>%2")
                             .arg(qs(plan.doc_title).toHtmlEscaped(), html_text(text)));
     map_reduce_->setEnabled(plan.n_parts > 0);
+    run_anyway_->setVisible(plan.can_run_anyway);  // only a run that can work
     plan_box_->show();
     return;
   }

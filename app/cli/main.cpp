@@ -219,6 +219,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_kv_layout_options(*c_plan, plan.kv, /*plan_aliases=*/true);
   c_plan->add_flag("--json", plan.json, "One JSON object on stdout");
+  c_plan
+      ->add_option("-t,--threads", plan.n_threads,
+                   "CPU threads the predicted speed is for (0: all cores)")
+      ->capture_default_str();
+  c_plan->add_flag("--no-calibrate", plan.no_calibrate,
+                   "Predict from memory bandwidth only: no measured speed profile (calibrating "
+                   "takes seconds on first use; the profile is cached per model and machine)");
 
   AskArgs ask;
   auto* c_ask = add_ask_command(app, ask);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/paths.h"
+#include "app/runtime/speed_profile.h"
 #include "engine/backend/device.h"
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
@@ -78,6 +79,24 @@ nlohmann::json number_or_null(double v) { return v > 0 ? nlohmann::json(v) : nlo
 nlohmann::json budget_json(int64_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); }
 
 std::string budget_text(int64_t v) { return v >= 0 ? format_size(v) : "no limit"; }
+
+// "about 25 minutes", "about 12 s", "under a second".
+std::string about(double s) {
+  if (s < 1) return "under a second";
+  if (s < 90) return fmt::format("about {:.0f} s", s);
+  if (s < 90 * 60) return fmt::format("about {:.0f} minutes", s / 60);
+  return fmt::format("about {:.1f} hours", s / 3600);
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
 
 std::string tier_line(const kv::TierPlan& t) {
   return fmt::format("{:>6} blocks {:>9} tokens {:>12}", t.blocks, t.tokens, format_size(t.bytes));
@@ -167,6 +186,64 @@ int run_plan(const PlanArgs& a) {
   const kv::Plan& p = *planned;
   const char* window_where = p.gpu ? "gpu" : "ram";
 
+  // The measured speed profile of this model here: cached, else calibrated now (seconds). The
+  // bandwidth-only figures stay as the fallback without one.
+  std::optional<app::SpeedProfile> profile;
+  std::string no_profile_why = "--no-calibrate";
+  if (!a.no_calibrate) {
+    app::PathOverrides o;
+    o.data_dir = a.data_dir;
+    auto paths = app::prepare_paths(o);
+    if (!paths) {
+      no_profile_why = paths.error().message;
+    } else {
+      SessionParams cal = sp;
+      cal.n_threads = a.n_threads > 0 ? a.n_threads : n_threads;
+      BackendOptions bo;
+      bo.n_ubatch = a.kv.n_ubatch;
+      bool calibrated = false;
+      auto prof =
+          app::cached_or_calibrated_profile(model, cal, bo, paths->cache_dir, {}, &calibrated);
+      if (!prof) {
+        no_profile_why = "calibration failed: " + prof.error().message;
+      } else {
+        profile = *prof;
+        if (calibrated) {
+          std::fprintf(stderr,
+                       "note: measured this model's speed on this machine (%lld tokens deep); "
+                       "kept in %s\n",
+                       static_cast<long long>(profile->calibration_depth),
+                       app::speed_profile_file(paths->cache_dir, profile->model_fingerprint,
+                                               profile->machine, profile->backend)
+                           .c_str());
+        }
+      }
+    }
+  }
+  const int64_t planned_tokens = p.fits ? in.n_ctx : p.max_tokens;
+  const double prefill_s = profile ? profile->prefill_s(planned_tokens) : p.prefill_s;
+  const double decode_tps =
+      profile ? profile->decode_tokens_per_s(planned_tokens) : p.decode_tokens_per_s;
+  const std::string basis =
+      profile ? profile->basis() + " (" + profile->backend + ")"
+              : "memory traffic only (a lower bound; compute not modelled); no measured "
+                "profile: " +
+                    no_profile_why;
+  // The plain-language summary, before the numbers.
+  std::string summary =
+      p.fits ? fmt::format("A {}-token context fits this machine's memory.", with_commas(in.n_ctx))
+             : fmt::format("A {}-token context does not fit: the budgets hold {} tokens.",
+                           with_commas(in.n_ctx), with_commas(p.max_tokens));
+  if (profile) {
+    summary += fmt::format(
+        " Prefilling {} tokens takes {}; decoding then runs at about {:.0f} "
+        "tokens/s.",
+        with_commas(planned_tokens), about(prefill_s), decode_tps);
+  } else if (prefill_s > 0) {
+    summary += fmt::format(" Prefilling {} tokens takes at least {} (memory traffic alone).",
+                           with_commas(planned_tokens), about(prefill_s));
+  }
+
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.model;
@@ -222,14 +299,20 @@ int run_plan(const PlanArgs& a) {
     j["probe_disk_write_gb_per_s"] = number_or_null(in.disk_write_gb_per_s);
     j["probe_disk_bytes"] = disk_probe ? nlohmann::json(disk_probe->bytes) : nlohmann::json();
     j["probe_disk_dir"] = disk_dir.empty() ? nlohmann::json() : nlohmann::json(disk_dir);
-    j["predicted_prefill_s"] = number_or_null(p.prefill_s);
-    j["predicted_prefill_basis"] = "memory traffic only (a lower bound; compute not modelled)";
-    j["predicted_decode_s_per_token"] = number_or_null(p.decode_s_per_token);
-    j["predicted_decode_tokens_per_s"] = number_or_null(p.decode_tokens_per_s);
+    j["summary"] = summary;
+    j["predicted_tokens"] = planned_tokens;
+    j["predicted_prefill_s"] = number_or_null(prefill_s);
+    j["predicted_prefill_basis"] = basis;
+    j["predicted_decode_s_per_token"] = number_or_null(decode_tps > 0 ? 1.0 / decode_tps : 0);
+    j["predicted_decode_tokens_per_s"] = number_or_null(decode_tps);
+    j["predicted_basis"] = profile ? "measured profile" : "memory traffic only";
+    j["profile"] =
+        profile ? nlohmann::json::parse(app::speed_profile_json(*profile)) : nlohmann::json();
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
 
+  fmt::print("{}\n\n", summary);
   fmt::print("model       {}: {}, {} layers, {} KV heads, head_dim {}/{}\n", a.model, c.arch_name,
              c.n_layer, c.n_head_kv, c.head_dim, c.head_dim_v);
   fmt::print("weights     {} read per decoded token\n", format_size(in.weights_bytes));
@@ -288,10 +371,19 @@ int run_plan(const PlanArgs& a) {
   const auto or_unknown = [](double v, const char* f) {
     return v > 0 ? fmt::format(fmt::runtime(f), v) : std::string("unknown");
   };
-  fmt::print("predicted   decode {} at {} tokens ({}), prefill >= {} (memory traffic only)\n",
-             or_unknown(p.decode_tokens_per_s, "{:.1f} tokens/s"), p.fits ? in.n_ctx : p.max_tokens,
-             or_unknown(p.decode_s_per_token * 1e3, "{:.2f} ms per token"),
-             or_unknown(p.prefill_s, "{:.3g} s"));
+  if (profile) {
+    fmt::print("predicted   prefill of {} tokens {}, decode {} at {} tokens ({})\n", planned_tokens,
+               or_unknown(prefill_s, "{:.3g} s"), or_unknown(decode_tps, "{:.1f} tokens/s"),
+               planned_tokens, or_unknown(1e3 / decode_tps, "{:.2f} ms per token"));
+    fmt::print("            basis: {}\n", basis);
+  } else {
+    fmt::print(
+        "predicted   decode {} at {} tokens ({}), prefill >= {} (memory traffic only; no "
+        "measured profile: {})\n",
+        or_unknown(p.decode_tokens_per_s, "{:.1f} tokens/s"), planned_tokens,
+        or_unknown(p.decode_s_per_token * 1e3, "{:.2f} ms per token"),
+        or_unknown(p.prefill_s, "{:.3g} s"), no_profile_why);
+  }
   return 0;
 }
 

@@ -32,6 +32,8 @@ struct PlanArgs {
   KvArgs kv;             // generate's: block, window, sinks, budgets, spill folder (the probe's)
   std::string data_dir;  // the global --data-dir (where the cache folder is)
   bool json = false;     // stdout is exactly one JSON object
+  int n_threads = 0;     // -t: the threads the prediction is for (0: all cores)
+  bool no_calibrate = false;  // --no-calibrate: bandwidth-only predictions, no measured profile
 };
 
 /// Exit 0 with the plan (it fits or not); 1 with "error: ..." on stderr for a bad size, type or

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "app/ask/citations.h"
 #include "app/runtime/engine.h"
+#include "app/runtime/speed_profile.h"
 #include "app/store/library.h"
 #include "engine/backend/device.h"
 #include "engine/tokenizer/unicode.h"
@@ -81,6 +83,7 @@ struct EngineWorker::Core final : QObject {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Library> lib;
   PlanProbes probes;
+  std::string profile_dir;  // where the speed profile is cached (empty: nowhere)
 
   template <class F>
   void post(F&& f) {
@@ -107,6 +110,40 @@ struct EngineWorker::Core final : QObject {
     return Status::Ok();
   }
 
+  // The model's measured speed here for the planner: cached in the cache folder (the spill
+  // folder's home), else calibrated now (seconds). None without a cache folder.
+  void load_profile(const EngineSettings& settings) {
+    probes.profile.reset();
+    profile_dir = settings.kv.spill_dir;
+    if (profile_dir.empty()) return;
+    SessionParams sp;
+    const unsigned hw = std::thread::hardware_concurrency();
+    sp.n_threads = settings.n_threads > 0 ? settings.n_threads : static_cast<int>(std::max(1u, hw));
+    sp.kv_type_k = *parse_kv_type(settings.kv_type_k);
+    sp.kv_type_v = *parse_kv_type(settings.kv_type_v);
+    BackendOptions bo;
+    bo.n_ubatch = settings.n_ubatch;
+    bool calibrated = false;
+    auto p = cached_or_calibrated_profile(engine->model(), sp, bo, profile_dir, {}, &calibrated);
+    if (!p) {
+      post_note("no measured speed profile (" + p.error().message +
+                "); the planner predicts from memory bandwidth alone");
+      return;
+    }
+    if (calibrated) post_note("measured this model's speed on this machine for the planner");
+    probes.profile = std::make_shared<const SpeedProfile>(*p);
+  }
+
+  // A real one-prompt answer refines the profile (map-reduce runs many prompts from depth 0).
+  void refine_profile(const DocumentAnswer& a) {
+    if (!probes.profile || profile_dir.empty() || a.result.map_reduce) return;
+    SpeedProfile p = *probes.profile;
+    refine_with_run(p, a.result.reused_tokens, a.result.prefill_tokens_computed, a.prefill_s,
+                    a.decode_tokens, a.decode_s);
+    (void)save_speed_profile(profile_dir, p);
+    probes.profile = std::make_shared<const SpeedProfile>(p);
+  }
+
   void load(const std::string& json) {
     EngineWorker* o = owner;
     auto settings = engine_settings_from_json(json);
@@ -129,6 +166,7 @@ struct EngineWorker::Core final : QObject {
     }
     engine = std::move(*e);
     probes = measure_plan_probes(settings->kv.spill_dir);
+    load_profile(*settings);
     const ModelInfo& mi = engine->info();
     ModelLoadedInfo info;
     info.path = qs(mi.path);
@@ -325,6 +363,7 @@ struct EngineWorker::Core final : QObject {
     r.doc_id = doc.id;
     r.doc_title = qs(doc.title);
     std::string stored;
+    if (res) refine_profile(*res);
     if (res) {
       const AskResult& a = res->result;
       r.answer = qs(a.answer);

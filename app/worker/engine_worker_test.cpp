@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/runtime/engine.h"
+#include "app/runtime/speed_profile.h"
 #include "app/store/library.h"
 #include "app/store/test_temp_dir.h"
 #include "app/worker/plan_summary.h"
@@ -292,6 +293,65 @@ TEST_F(EngineWorkerTest, PlanSaysWhenTheDocumentDoesNotFitTheContext) {
   EXPECT_EQ(big.suggestions[1].flag, "-c " + std::to_string(big.prompt_tokens + 32));
   const std::string text = plan_summary_text(big);
   EXPECT_NE(text.find("map-reduce"), std::string::npos) << text;
+}
+
+// With a measured speed profile the verdict predicts from it and says so, in plain language
+// first; "Run anyway" is offered only for a run that can work.
+TEST_F(EngineWorkerTest, PlanPredictsFromTheMeasuredProfileInPlainLanguage) {
+  EngineSettings s;
+  s.model_path = kStories.string();
+  s.n_ctx = 512;
+  s.device = "cpu";
+  auto engine = Engine::load(s);
+  ASSERT_TRUE(engine) << engine.error().message;
+  const int64_t short_id = add_story(*lib_, 1, std::string(64, 'p'));
+  const int64_t long_id = add_story(*lib_, 30, std::string(64, 'q'));
+  const auto doc = [&](int64_t id) { return document_text(*lib_->document(id), *lib_->pages(id)); };
+  auto profile = std::make_shared<SpeedProfile>();
+  profile->calibrated_at = 1796185200;  // 2026-12-02 04:20 UTC
+  profile->prefill_a = 0.01;            // 100 tokens/s near depth 0
+  profile->prefill_b = 1e-5;
+  profile->decode_a = 0.1;
+  profile->decode_b = 1e-4;
+  PlanProbes probes;
+  probes.profile = profile;
+
+  const PlanSummary fits = plan_document_ask(**engine, doc(short_id), "Who is Lily?", 32, probes);
+  ASSERT_TRUE(fits.fits_context);
+  EXPECT_DOUBLE_EQ(fits.prefill_s, profile->prefill_s(fits.prompt_tokens));
+  EXPECT_DOUBLE_EQ(fits.decode_tokens_per_s, profile->decode_tokens_per_s(fits.prompt_tokens));
+  EXPECT_DOUBLE_EQ(fits.answer_s, fits.prefill_s + profile->decode_s(32, fits.prompt_tokens));
+  EXPECT_TRUE(fits.can_run_anyway);
+  EXPECT_EQ(fits.prediction_basis, "measured profile, calibrated 2026-12-02 04:20 UTC");
+  const std::string text = plan_summary_text(fits);
+  EXPECT_EQ(text.rfind(fits.headline + "\n\n", 0), 0u) << text;  // the summary comes first
+  EXPECT_EQ(fits.headline.rfind("This " + std::to_string(fits.prompt_tokens) +
+                                    "-token document fits in the model's 512-token context. "
+                                    "Answering takes about ",
+                                0),
+            0u)
+      << fits.headline;
+  EXPECT_NE(text.find("(measured profile, calibrated 2026-12-02 04:20 UTC)"), std::string::npos)
+      << text;
+
+  const PlanSummary big = plan_document_ask(**engine, doc(long_id), "Who is Lily?", 32, probes);
+  ASSERT_FALSE(big.fits_context);
+  ASSERT_GT(big.n_parts, 1);
+  EXPECT_FALSE(big.can_run_anyway);  // the prompt is longer than the context: it cannot run
+  // Every part's prefill and answer, and the combination's: more than the parts' prefill alone.
+  EXPECT_GT(big.answer_s, big.prefill_s);
+  EXPECT_GT(big.prefill_s, profile->prefill_s(512));
+  EXPECT_NE(big.headline.find("-token document does not fit in the model's 512-token context. "
+                              "Answering over " +
+                              std::to_string(big.n_parts) + " parts takes about "),
+            std::string::npos)
+      << big.headline;
+
+  // Without a profile the verdict says what it predicts from.
+  const PlanSummary bandwidth =
+      plan_document_ask(**engine, doc(short_id), "Who is Lily?", 32, PlanProbes{});
+  EXPECT_EQ(bandwidth.prediction_basis,
+            "memory traffic only (a lower bound); no measured speed profile yet");
 }
 
 TEST_F(EngineWorkerTest, AskStreamsPiecesStoresMessagesAndPublishesTelemetry) {

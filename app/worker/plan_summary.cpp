@@ -10,6 +10,7 @@
 #include "app/ask/ask.h"
 #include "app/ask/prompt.h"
 #include "app/runtime/engine.h"
+#include "app/runtime/speed_profile.h"
 #include "engine/backend/device.h"
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
@@ -40,6 +41,26 @@ std::string setting_for(const kv::Suggestion& s) {
   if (s.kind == "cpu") return "Settings > Model: device CPU";
   return s.flag;
 }
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// "25 minutes", "40 s", "1.5 hours".
+std::string duration(double s) {
+  if (s < 90) return fmt::format("{:.0f} s", std::max(1.0, s));
+  if (s < 90 * 60) return fmt::format("{:.0f} minutes", s / 60);
+  return fmt::format("{:.1f} hours", s / 3600);
+}
+
+// "about 25 minutes", "under a second".
+std::string about(double s) { return s < 1 ? "under a second" : "about " + duration(s); }
 
 }  // namespace
 
@@ -77,10 +98,18 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   const BuiltPrompt prompt = build_document_prompt(ctx, doc, whole, question);
   s.prompt_tokens = static_cast<int64_t>(prompt.tokens.size());
   s.fits_context = s.prompt_tokens + s.answer_reserve <= s.n_ctx;
+  std::vector<int64_t> part_tokens;  // map-reduce: each part's prompt
   if (!s.fits_context) {
     const auto question_tokens = static_cast<int64_t>(prompt.tokens.suffix.size());
-    if (auto parts = plan_parts(ctx, doc, s.n_ctx, part_reserve(s.n_ctx, question_tokens)))
+    if (auto parts = plan_parts(ctx, doc, s.n_ctx, part_reserve(s.n_ctx, question_tokens))) {
       s.n_parts = static_cast<int>(parts->size());
+      for (int k = 0; k < s.n_parts; ++k) {
+        part_tokens.push_back(
+            static_cast<int64_t>(build_document_prompt(ctx, doc, (*parts)[static_cast<size_t>(k)],
+                                                       question, k + 1, s.n_parts)
+                                     .tokens.size()));
+      }
+    }
   }
   s.planned_tokens = std::min(s.prompt_tokens + s.answer_reserve, s.n_ctx);
 
@@ -122,6 +151,31 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   s.max_tokens = p.max_tokens;
   s.prefill_s = p.prefill_s;
   s.decode_tokens_per_s = p.decode_tokens_per_s;
+  s.prediction_basis = "memory traffic only (a lower bound); no measured speed profile yet";
+  if (probes.profile) {
+    const SpeedProfile& sp = *probes.profile;
+    s.prediction_basis = sp.basis();
+    if (s.fits_context) {
+      s.prefill_s = sp.prefill_s(s.prompt_tokens);
+      s.decode_tokens_per_s = sp.decode_tokens_per_s(s.prompt_tokens);
+      s.answer_s = s.prefill_s + sp.decode_s(s.answer_reserve, s.prompt_tokens);
+    } else if (!part_tokens.empty()) {
+      // Every part's prompt and answer, then the combination: one answer per part, and its own.
+      s.prefill_s = 0;
+      double decode = 0;
+      for (const int64_t n : part_tokens) {
+        s.prefill_s += sp.prefill_s(n);
+        decode += sp.decode_s(s.answer_reserve, n);
+      }
+      const int64_t reduce_prompt = static_cast<int64_t>(part_tokens.size()) * s.answer_reserve;
+      s.prefill_s += sp.prefill_s(reduce_prompt);
+      decode += sp.decode_s(s.answer_reserve, reduce_prompt);
+      s.decode_tokens_per_s = sp.decode_tokens_per_s(s.n_ctx / 2);
+      s.answer_s = s.prefill_s + decode;
+    }
+  } else if (s.prefill_s > 0 && s.decode_tokens_per_s > 0) {
+    s.answer_s = s.prefill_s + static_cast<double>(s.answer_reserve) / s.decode_tokens_per_s;
+  }
   s.problems = p.problems;
   s.warnings = p.warnings;
 
@@ -147,12 +201,43 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   }
   for (const kv::Suggestion& g : p.suggestions)
     s.suggestions.push_back({g.kind, g.flag, setting_for(g), g.why});
+  // A prompt longer than the context, or more tokens than the budgets hold, fails the run:
+  // only a shortfall of the machine's memory (the budgets hold every token) may still run.
+  s.can_run_anyway = s.fits_context && s.max_tokens >= s.planned_tokens;
+
+  // The plain-language summary.
+  const std::string how_long =
+      s.answer_s <= 0  ? std::string()
+      : probes.profile ? about(s.answer_s)
+                       : "at least " + duration(s.answer_s) +
+                             " (from memory bandwidth alone; no measured speed profile yet)";
+  const std::string doc_tokens = with_commas(s.prompt_tokens);
+  if (s.fits_context) {
+    s.headline = fmt::format("This {}-token document fits in the model's {}-token context.",
+                             doc_tokens, with_commas(s.n_ctx));
+    if (!s.fits_memory) {
+      s.headline += s.can_run_anyway
+                        ? " Its KV is more than this machine's memory; it may run slowly."
+                        : fmt::format(" Its KV does not fit the memory budgets ({} of {} tokens).",
+                                      with_commas(s.max_tokens), with_commas(s.planned_tokens));
+    }
+    if (!how_long.empty()) s.headline += fmt::format(" Answering takes {}.", how_long);
+  } else {
+    s.headline = fmt::format("This {}-token document does not fit in the model's {}-token context.",
+                             doc_tokens, with_commas(s.n_ctx));
+    if (s.n_parts > 0) {
+      s.headline += how_long.empty()
+                        ? fmt::format(" It can be answered over {} parts.", s.n_parts)
+                        : fmt::format(" Answering over {} parts takes {}.", s.n_parts, how_long);
+    }
+  }
   return s;
 }
 
 std::string plan_summary_text(const PlanSummary& s) {
   if (!s.error.empty()) return "No memory plan: " + s.error;
-  std::string out = fmt::format(
+  std::string out = s.headline.empty() ? std::string() : s.headline + "\n\n";
+  out += fmt::format(
       "{} tokens of prompt + {} for the answer; context {} tokens{}.\n", s.prompt_tokens,
       s.answer_reserve, s.n_ctx,
       s.fits_context ? "" : fmt::format(" (too short: {} parts with map-reduce)", s.n_parts));
@@ -163,10 +248,14 @@ std::string plan_summary_text(const PlanSummary& s) {
       s.gpu ? "GPU" : "CPU (RAM)", s.host.blocks, format_size(s.host.bytes), s.disk.blocks,
       format_size(s.disk.bytes));
   if (s.gpu) out += fmt::format("VRAM: weights + window {}.\n", format_size(s.vram_bytes));
-  std::string prefill = s.prefill_s > 0 ? fmt::format("at least {:.3g} s", s.prefill_s) : "unknown";
+  const bool measured = s.prediction_basis.rfind("measured", 0) == 0;
+  std::string prefill = s.prefill_s > 0
+                            ? fmt::format("{}{:.3g} s", measured ? "" : "at least ", s.prefill_s)
+                            : "unknown";
   std::string decode =
       s.decode_tokens_per_s > 0 ? fmt::format("{:.1f} tokens/s", s.decode_tokens_per_s) : "unknown";
-  out += fmt::format("Predicted: prefill {}, decode {}.", prefill, decode);
+  out += fmt::format("Predicted: prefill {}, decode {}", prefill, decode);
+  out += s.prediction_basis.empty() ? "." : " (" + s.prediction_basis + ").";
   for (const std::string& w : s.warnings) out += "\nWarning: " + w;
   for (const std::string& pr : s.problems) out += "\nProblem: " + pr;
   for (const PlanSuggestionSummary& g : s.suggestions)
@@ -180,7 +269,9 @@ std::string plan_summary_line(const PlanSummary& s) {
       "{} + {} of {} tokens; KV {}: window {} blocks {}, host {}, disk {}", s.prompt_tokens,
       s.answer_reserve, s.n_ctx, format_size(s.window.bytes + s.host.bytes + s.disk.bytes),
       s.window.blocks, s.gpu ? "on the GPU" : "in RAM", s.host.blocks, s.disk.blocks);
-  if (s.prefill_s > 0) line += fmt::format("; predicted prefill >= {:.2g} s", s.prefill_s);
+  const bool measured = s.prediction_basis.rfind("measured", 0) == 0;
+  if (s.prefill_s > 0)
+    line += fmt::format("; predicted prefill {}{:.2g} s", measured ? "" : ">= ", s.prefill_s);
   if (s.decode_tokens_per_s > 0)
     line += fmt::format("{} decode {:.0f} tokens/s", s.prefill_s > 0 ? "," : "; predicted",
                         s.decode_tokens_per_s);

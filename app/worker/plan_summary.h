@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace spw::app {
 
 class Engine;
 struct DocumentText;
+struct SpeedProfile;
 
 /// One tier's share of the KV (whole blocks).
 struct PlanTierSummary {
@@ -56,9 +58,19 @@ struct PlanSummary {
   int64_t ram_kv_bytes = 0;  // KV in RAM (window without a GPU, plus the host tier)
   bool fits_memory = false;  // the budgets hold every planned token
   int64_t max_tokens = 0;    // tokens the budgets hold
-  // Predictions (0: unknown; prefill is memory traffic only, a lower bound).
-  double prefill_s = 0;
-  double decode_tokens_per_s = 0;
+  // Predictions (0: unknown). From the measured speed profile when there is one
+  // (app/runtime/speed_profile.h), else memory traffic only (prefill a lower bound).
+  double prefill_s = 0;            // the whole-document prompt (map-reduce: every part's)
+  double decode_tokens_per_s = 0;  // at the planned depth
+  double answer_s = 0;             // the whole answer: prefill and decode (map-reduce: all parts
+                                   // and the combination)
+  std::string prediction_basis;    // "measured profile, calibrated ..." or "memory traffic only"
+  /// Plain language first: "This 73,000-token document does not fit in the model's 32,768-token
+  /// context. Answering over 3 parts takes about 25 minutes."
+  std::string headline;
+  /// Starting the run as it is can work (the prompt fits the context and the budgets hold its
+  /// tokens; only the machine's memory may be short): the GUI offers "Run anyway" only then.
+  bool can_run_anyway = false;
   std::vector<std::string> problems;  // why it does not fit, one line each
   std::vector<std::string> warnings;  // fits the budgets but e.g. not the machine's memory
   std::vector<PlanSuggestionSummary> suggestions;
@@ -72,6 +84,9 @@ struct PlanProbes {
   double ram_gb_per_s = 0;
   double disk_read_gb_per_s = 0, disk_write_gb_per_s = 0;
   int64_t vram_free = -1;  // bytes free on the CUDA device; -1: no usable device
+  /// This model's measured speed here (cached_or_calibrated_profile); null: none (the
+  /// predictions are then memory traffic only, and say so).
+  std::shared_ptr<const SpeedProfile> profile;
 };
 
 /// Measures RAM bandwidth (a 64 MiB read), the disk tier's folder when `spill_dir` is set, and
