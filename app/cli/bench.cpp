@@ -27,6 +27,7 @@
 #endif
 #include "engine/backend/device.h"
 #include "engine/backend/reference/reference_session.h"
+#include "engine/common/huge_pages.h"
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/kv_cache.h"
@@ -399,6 +400,10 @@ int run_bench(const BenchArgs& a) {
     j["window_blocks"] = m->tiers.window_blocks;
     j["host_blocks"] = m->tiers.host_blocks;
     j["disk_blocks"] = m->tiers.disk_blocks;
+    j["huge_pages"] = kv.kv.huge_pages;
+    j["thp_mode"] = std::string(thp_mode_name(read_thp_mode()));
+    j["host_mapped_bytes"] = m->tiers.host_mapped_bytes;
+    j["host_huge_page_bytes"] = m->tiers.host_huge_page_bytes;
     if (m->cuda) {
       j["pcie_bytes_per_token"] = m->pcie_bytes_per_token;
       j["vram_planned_bytes"] = m->vram_planned;
@@ -419,6 +424,9 @@ int run_bench(const BenchArgs& a) {
       "host, {} disk blocks\n",
       kv::kv_attention_name(kv.kv, true), kv.kv.block_size, m->kv_window, kv.kv.n_sinks,
       m->tiers.window_blocks, m->tiers.host_blocks, m->tiers.disk_blocks);
+  fmt::print("host arena {} mapped, {} in 2 MiB huge pages (--huge-pages {}, THP {})\n",
+             mib(m->tiers.host_mapped_bytes), mib(m->tiers.host_huge_page_bytes),
+             kv.kv.huge_pages ? "on" : "off", thp_mode_name(read_thp_mode()));
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
   fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10} {:>9.1f} GFLOP/s, attention {:.0f}%\n",
              fmt::format("pp{}", a.n_prompt), m->pp.median, m->pp.min, m->pp.max, "", pp_gflops,

@@ -27,6 +27,7 @@
 #include "engine/backend/device.h"
 #include "engine/backend/reference/reference_session.h"
 #include "engine/chat/chat_template.h"
+#include "engine/common/huge_pages.h"
 #include "engine/common/size.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
@@ -97,6 +98,8 @@ nlohmann::json stats_json(const SessionUsage& st, int64_t step, const char* phas
   j["window_to_disk_bytes"] = st.kv.window_to_disk_bytes;
   j["cold_to_window_bytes"] = st.kv.cold_to_window_bytes;
   j["spills_pending"] = st.kv.spills_pending;
+  j["host_mapped_bytes"] = st.kv.host_mapped_bytes;
+  j["host_huge_page_bytes"] = st.kv.host_huge_page_bytes;
   j["prefill_tokens_computed"] = st.prefill_tokens_computed;
   j["decode_tokens"] = st.decode_tokens;
   j["prefill_tokens_per_s"] = st.prefill_tokens_per_s();
@@ -129,6 +132,15 @@ void print_stats(const SessionUsage& st, const cpu::CpuSession& cpu, int64_t n_p
                       format_size(st.kv.host_bytes));
   text += fmt::format("stats: disk   {:>6} blocks {:>12}\n", st.kv.disk_blocks,
                       format_size(st.kv.disk_bytes));
+  if (st.kv.host_mapped_bytes > 0) {
+    const kv::HostArena& arena = cpu.cache().host_arena();
+    text += fmt::format(
+        "stats: host arena {} mapped, {} in 2 MiB huge pages (--huge-pages {}, THP {}{})\n",
+        format_size(st.kv.host_mapped_bytes), format_size(st.kv.host_huge_page_bytes),
+        arena.options().huge_pages ? "on" : "off", thp_mode_name(arena.thp_mode()),
+        arena.options().numa_node >= 0 ? fmt::format(", NUMA node {}", arena.options().numa_node)
+                                       : std::string());
+  }
   if (st.kv.dropped_blocks > 0) {
     text += fmt::format(
         "stats: dropped {:>5} blocks {:>12} (sliding-window layers keep only their window)\n",

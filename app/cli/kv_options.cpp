@@ -47,6 +47,14 @@ void add_kv_options(CLI::App& sub, KvArgs& a) {
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")
       ->capture_default_str();
+  sub.add_option("--huge-pages", a.huge_pages,
+                 "on | off: 2 MiB transparent huge pages for the host KV tier where the kernel's "
+                 "THP mode is madvise or always")
+      ->capture_default_str();
+  sub.add_option("--numa-node", a.numa_node,
+                 "auto | off | N: the NUMA node the host KV tier is bound to (auto: the node of "
+                 "the threads or the GPU that read it, on a machine with more than one)")
+      ->capture_default_str();
 }
 
 Expected<MachineMemory> machine_memory(const KvArgs& a) {
@@ -118,6 +126,15 @@ Expected<kv::KvSettings> make_kv_settings(const KvArgs& a) {
   s.disk_budget = *disk;
   if (auto st = kv::parse_kv_attention(a.attention, s); !st)
     return make_error("--attention: {}", st.error().message);
+
+  if (a.huge_pages == "on" || a.huge_pages == "off") {
+    s.huge_pages = a.huge_pages == "on";
+  } else {
+    return make_error("--huge-pages '{}': give on or off", a.huge_pages);
+  }
+  auto numa = parse_numa_setting(a.numa_node);
+  if (!numa) return numa.error();
+  s.numa = *numa;
 
   s.spill_dir = a.spill_dir.empty() ? a.default_spill_dir : a.spill_dir;
   if (Status st = kv::validate(s); !st) return st.error();

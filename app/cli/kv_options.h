@@ -34,6 +34,8 @@ struct KvArgs {
   std::string spill_dir;                       // --spill-dir; empty: default_spill_dir
   int64_t n_ubatch = 512;                      // --ubatch: tokens per prefill step
   std::string attention = "exact";             // --attention exact | streaming | topk:K
+  std::string huge_pages = "on";               // --huge-pages on | off: the host arena's pages
+  std::string numa_node = "auto";              // --numa-node auto | off | N: the host arena's
   /// The spill folder without --spill-dir: the app cache folder, filled in by spillway-cli;
   /// empty where there is none (then the disk tier needs --spill-dir).
   std::string default_spill_dir;

@@ -90,6 +90,22 @@ kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& param
   return kc;
 }
 
+Expected<kv::HostMemoryOptions> host_memory_options(const kv::KvSettings& kv,
+                                                    std::optional<int> attending) {
+  kv::HostMemoryOptions o;
+  o.huge_pages = kv.huge_pages;
+  if (kv.numa.mode == NumaSetting::Mode::Off) return o;
+  auto node = choose_numa_node(kv.numa, read_numa_topology(), attending);
+  if (!node) return node.error();
+  o.numa_node = *node;
+  o.numa_strict = kv.numa.mode == NumaSetting::Mode::Node;
+  return o;
+}
+
+std::optional<int> cpu_attending_node() {
+  return node_of_cpus(read_numa_topology(), allowed_cpus());
+}
+
 int64_t mapped_weight_bytes(const Model& model) {
   uint64_t total = 0;
   for (const GgufTensorInfo& t : model.file().tensors()) total += t.n_bytes;

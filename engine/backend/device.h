@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,6 +52,18 @@ bool cuda_built();
 /// the settings `kv` with the window resolved for `home`. Both sessions make their cache from it.
 kv::KvCacheConfig kv_cache_config(const Model& model, const SessionParams& params,
                                   const kv::KvSettings& kv, kv::WindowHome home);
+
+/// The Host arena's mapping options from the settings (kv.huge_pages, kv.numa), the NUMA node
+/// resolved against this machine's topology (numa.h choose_numa_node): `attending` is the node of
+/// what reads the cold blocks, the CPU threads (cpu_attending_node()) or the GPU (its PCI
+/// device's numa_node). An explicit node binds strictly; auto prefers its node. Errors:
+/// choose_numa_node's ("--numa-node 3: this machine has 1 NUMA node (0 to 0)").
+Expected<kv::HostMemoryOptions> host_memory_options(const kv::KvSettings& kv,
+                                                    std::optional<int> attending);
+
+/// The node every CPU this process may run on belongs to (the thread pool inherits the
+/// affinity), none when they span nodes.
+std::optional<int> cpu_attending_node();
 
 /// Bytes of the model's tensors: the weights mapped while it runs (the default context's RAM
 /// budget takes them off the available memory).

@@ -330,7 +330,7 @@ Expected<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& config_i
 
   auto impl = std::make_unique<Impl>(config, t);
   Impl& m = *impl;
-  auto host = HostArena::create(t.host_slots, t.block_bytes);
+  auto host = HostArena::create(t.host_slots, t.block_bytes, config.host_memory);
   if (!host) return host.error();
   m.host = std::move(host.value());
   if (config.disk_budget > 0 && !t.drops()) {  // a bad folder for a disk budget: an error now
@@ -554,6 +554,7 @@ Status KvCache::restore(int64_t n_tokens,
 void KvCache::clear() { impl_->reset(); }
 
 const KvTelemetry& KvCache::telemetry() const { return impl_->telemetry; }
+const HostArena& KvCache::host_arena() const { return *impl_->host; }
 
 KvStats KvCache::stats() const {
   const KvTelemetry& t = impl_->telemetry;
@@ -571,6 +572,8 @@ KvStats KvCache::stats() const {
   s.spills_pending = get(t.spills_pending);
   s.dropped_blocks = get(t.dropped_blocks);
   s.dropped_bytes = get(t.dropped_bytes);
+  s.host_mapped_bytes = impl_->host->mapped_bytes();
+  s.host_huge_page_bytes = impl_->host->huge_page_bytes();
   return s;
 }
 

@@ -35,7 +35,8 @@
 //
 // Thread safety: one writer (the session thread) for reserve/store/commit; spans() and the
 // block accessors may be read from the session's worker threads between those calls; the copy
-// thread is internal. stats() may be called from any thread (atomics, no locks).
+// thread is internal. stats() may be called from any thread (atomics; the host arena's smaps
+// figure under a try-lock, see HostArena::huge_page_bytes).
 #pragma once
 
 #include <atomic>
@@ -48,11 +49,10 @@
 
 #include "engine/common/expected.h"
 #include "engine/gguf/ggml_types.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/kv/tier_policy.h"
 
 namespace spw::kv {
-
-class DeviceWindow;  // kv_storage.h
 
 /// The cache's configuration: the tier policy's numbers (tier_policy.h: the model's KV shape,
 /// the context, the paging settings as the session resolved them) and where the tiers' bytes go.
@@ -66,6 +66,8 @@ struct KvCacheConfig : TierConfig {
   /// through copy_out, snapshots through copy_out / copy_in. Its n_slots() must be at least
   /// TierLayout::pool_slots() for this config and the session's ubatch.
   std::shared_ptr<DeviceWindow> device_window;
+  /// How the Host arena maps its chunks: huge pages, the NUMA node (resolved by the session).
+  HostMemoryOptions host_memory;
   /// Test hook: called before each pwrite to the spill file with the slot index; returning
   /// false makes that write fail as EIO would. Empty in production.
   std::function<bool(int64_t slot)> fail_disk_write;
@@ -91,6 +93,10 @@ struct KvStats {
   int64_t spills_pending = 0;
   int64_t dropped_blocks = 0;  // sliding layers: blocks dropped (out of every query's span)
   int64_t dropped_bytes = 0;   // their bytes (freed: what a global layer would have spilled)
+  // The Host arena's mappings: bytes mapped (whole chunks) and of those backed by 2 MiB huge
+  // pages (/proc/self/smaps AnonHugePages, HostArena::huge_page_bytes: read again after a
+  // block was written to the host tier, else at most a second old).
+  int64_t host_mapped_bytes = 0, host_huge_page_bytes = 0;
 };
 
 /// Where the data of one logical block lies (for one layer). k and v point at
@@ -174,6 +180,8 @@ class KvCache {
 
   const KvTelemetry& telemetry() const;
   KvStats stats() const;
+  /// The Host tier's arena (its mapping options, THP mode, smaps figures).
+  const HostArena& host_arena() const;
 
  private:
   struct Impl;

@@ -113,6 +113,8 @@ KvStats KvCacheSet::stats() const {
     sum.spills_pending += s.spills_pending;
     sum.dropped_blocks += s.dropped_blocks;
     sum.dropped_bytes += s.dropped_bytes;
+    sum.host_mapped_bytes += s.host_mapped_bytes;
+    sum.host_huge_page_bytes += s.host_huge_page_bytes;
   }
   return sum;
 }

@@ -39,6 +39,7 @@
 
 #include "engine/common/expected.h"
 #include "engine/common/machine.h"
+#include "engine/common/numa.h"
 #include "formats/ggml_format.h"
 
 namespace spw::kv {
@@ -77,6 +78,11 @@ struct KvSettings {
   std::string spill_dir;     // --spill-dir: where the spill file goes (needed with a disk tier)
   KvAttention attention = KvAttention::Exact;  // --attention
   int64_t top_k = 0;  // cold blocks per KV head under TopK (>= 1 there, 0 otherwise)
+  // The host arena's pages (kv_storage.h HostMemoryOptions): --huge-pages on|off (2 MiB
+  // transparent huge pages where the kernel allows), --numa-node auto|off|N (the node it is
+  // bound to on a multi-node machine; numa.h). Neither changes a token or a byte of KV.
+  bool huge_pages = true;
+  NumaSetting numa;
 
   bool operator==(const KvSettings&) const = default;
 };

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/common/huge_pages.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/test_model.h"
 
@@ -137,12 +138,52 @@ TEST(CliKv, BadSizesAndSettingsAreRefused) {
              (tmp_dir() / "same.kv").string()},
             "is also the --save-kv file"},
            {{"--save-kv", model.string() + "/x.kv"}, "is not a folder"},
+           {{"--huge-pages", "maybe"}, "--huge-pages 'maybe': give on or off"},
+           {{"--numa-node", "x"}, "--numa-node 'x': give auto, off or a node number (0, 1, ...)"},
+           {{"--numa-node", "1000"}, "--numa-node 1000: this machine has "},
        }) {
     const CliResult r = run(with(base, c.args));
     EXPECT_EQ(r.exit_code, 1) << c.args[0];
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+}
+
+// The host arena's pages in --stats and --stats-json: bytes mapped and backed by huge pages,
+// none with --huge-pages off, some with it on where THP is madvise or always; the same text.
+TEST(CliKv, StatsReportTheHostArenasHugePages) {
+  TestModelSpec spec;
+  spec.n_ctx = 1024;
+  const fs::path model = tmp_dir() / "tiny-hp.gguf";
+  ASSERT_TRUE(write_test_model(spec, model.string()).ok());
+  const std::string prompt(300, 'a');  // byte tokens: about 300 positions, 19 blocks of 16
+  std::string text[2];
+  for (const bool on : {true, false}) {
+    const fs::path out = tmp_dir() / (on ? "hp-on.jsonl" : "hp-off.jsonl");
+    const CliResult r = run({"generate", "-m", model.string(), "-p", prompt, "-n", "4", "--temp",
+                             "0", "--kv-block", "16", "--kv-window", "16", "--huge-pages",
+                             on ? "on" : "off", "--stats", "--stats-json", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    text[on ? 0 : 1] = r.out;
+    const auto lines = read_json_lines(out);
+    ASSERT_FALSE(lines.empty());
+    const nlohmann::json& last = lines.back();
+    ASSERT_TRUE(last["host_mapped_bytes"].is_number_integer()) << last.dump();
+    ASSERT_TRUE(last["host_huge_page_bytes"].is_number_integer()) << last.dump();
+    EXPECT_GT(last["host_blocks"].get<int64_t>(), 10) << last.dump();
+    EXPECT_GE(last["host_mapped_bytes"].get<int64_t>(), last["host_bytes"].get<int64_t>());
+    const std::regex line(
+        "stats: host arena [0-9.]+ [KMG]?i?B mapped, [0-9.]+ [KMG]?i?B in 2 MiB "
+        "huge pages \\(--huge-pages " +
+        std::string(on ? "on" : "off") + ", THP [a-z]+\\)");
+    EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
+    if (!on) {
+      EXPECT_EQ(last["host_huge_page_bytes"].get<int64_t>(), 0) << last.dump();
+    } else if (thp_usable(read_thp_mode())) {
+      EXPECT_GT(last["host_huge_page_bytes"].get<int64_t>(), 0) << last.dump();
+    }
+  }
+  EXPECT_EQ(text[0], text[1]) << "huge pages changed the generated text";
 }
 
 TEST(CliKv, SmallBudgetsGiveContextFull) {

@@ -45,7 +45,11 @@ Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
   if (Status st = kv::validate(cpu.kv); !st) return st.error();
   const ModelConfig& c = model.config();
   if (auto st = check_kv_types(params, c.head_dim, c.head_dim_v); !st) return st.error();
-  const kv::KvCacheConfig kc = kv_cache_config(model, params, cpu.kv, kv::WindowHome::Ram);
+  kv::KvCacheConfig kc = kv_cache_config(model, params, cpu.kv, kv::WindowHome::Ram);
+  // The cold blocks are attended by the pool's threads: their node, where they have one.
+  auto host_memory = host_memory_options(cpu.kv, cpu_attending_node());
+  if (!host_memory) return host_memory.error();
+  kc.host_memory = *host_memory;
   // One cache per attention span: the sliding-window layers' drops what they never attend.
   auto cache = kv::KvCacheSet::create(kc, c.layer_attn_span);
   if (!cache) return cache.error();

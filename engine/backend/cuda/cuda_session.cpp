@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/common/numa.h"
 #include "engine/cpu/ops.h"
 #include "kernels/launch.h"
 
@@ -505,6 +506,12 @@ void CudaSession::PinnedDeleter::operator()(void* p) const {
 Status CudaSession::make_cache() {
   kv::KvCacheConfig kc = kv_cache_config(m_, p_, cp_.kv, kv::WindowHome::Device);
   kc.window_tokens = plan_.window_tokens;
+  // Spills come off the GPU into the Host arena: the GPU's node (its PCI device's), where the
+  // machine has more than one. The arena stays pageable memory; the pinned buffers are as they
+  // were.
+  auto host_memory = host_memory_options(cp_.kv, pci_numa_node(dev_.pci_bus_id));
+  if (!host_memory) return host_memory.error();
+  kc.host_memory = *host_memory;
   const kv::TierLayout& g = plan_.layout;
   auto mem = arena_->alloc(plan_.window_slots * g.block_bytes, ArenaPurpose::Kv);
   if (!mem) return mem.error();

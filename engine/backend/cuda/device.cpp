@@ -106,6 +106,9 @@ Expected<DeviceInfo> query_device(int index) {
   d.sm_major = prop.major;
   d.sm_minor = prop.minor;
   d.total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  // As sysfs names the device (/sys/bus/pci/devices/<id>), for its NUMA node.
+  d.pci_bus_id =
+      fmt::format("{:04x}:{:02x}:{:02x}.0", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
   // Free memory and kernel images are per device: make it current (creates its context).
   cudaError_t e = cudaSetDevice(index);
   if (e == cudaSuccess) {

@@ -20,6 +20,7 @@ struct DeviceInfo {
   std::string name;                         // "NVIDIA H200"
   int sm_major = 0, sm_minor = 0;           // compute capability
   int64_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo, bytes
+  std::string pci_bus_id;  // "0000:65:00.0" (domain:bus:device.function, lower-case hex)
   /// cudaSuccess when this build's kernels load on the device (kernels::kernels_loadable());
   /// cudaErrorNoKernelImageForDevice on a GPU older than the architectures built.
   cudaError_t kernels = cudaErrorUnknown;
