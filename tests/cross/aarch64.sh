@@ -9,7 +9,9 @@
 #
 # Environment: SPILLWAY_QEMU_CPUS   CPUs to run on (default "max cortex-a53");
 #              SPILLWAY_CROSS_FILTER gtest filter (default: every test);
-#              SPILLWAY_CROSS_JOBS   build jobs (default 2).
+#              SPILLWAY_CROSS_JOBS   build jobs (default 2);
+#              SPILLWAY_CROSS_BENCH=1 also runs level_ratio_bench (each level's speed against the
+#                                    scalar level's, median of interleaved rounds) per CPU.
 # Needs (Debian 12, as root):
 #   apt-get install g++-aarch64-linux-gnu qemu-user-static
 #   dpkg --add-architecture arm64 && apt-get update
@@ -45,7 +47,8 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" \
   -DSPILLWAY_ENGINE_ONLY=ON -DSPILLWAY_CUDA=OFF -DSPILLWAY_GUI=OFF >"$build.configure.log" ||
   { cat "$build.configure.log" >&2; exit 1; }
-nice -n 10 cmake --build "$build" --parallel "$jobs" --target spillway_engine_tests kernel_bench
+nice -n 10 cmake --build "$build" --parallel "$jobs" --target spillway_engine_tests \
+  level_ratio_bench
 
 tests="$build/tests/spillway_engine_tests"
 file "$tests" | grep -q "ARM aarch64" || { echo "aarch64.sh: $tests is not an aarch64 binary" >&2; exit 1; }
@@ -70,5 +73,10 @@ print(f"aarch64 {sys.argv[2]}: {n} tests, {n - f - s} passed, {s} skipped, {f} f
 EOF
   fi
   ((rc == 0)) || { echo "aarch64.sh: tests failed under -cpu $cpu (log $build/engine_tests.$cpu.log)" >&2; status=1; }
+  if [[ "${SPILLWAY_CROSS_BENCH:-0}" == 1 ]]; then
+    echo "== level_ratio_bench under -cpu $cpu (emulated: compare the ratios, not the times)"
+    QEMU_CPU="$cpu" QEMU_LD_PREFIX="/usr/$triple" "$qemu" "$build/tests/bench/level_ratio_bench" ||
+      status=1
+  fi
 done
 exit $status
