@@ -150,13 +150,15 @@ void pack_q4_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
 const GemmKernels& active_kernels() {
   const GemmKernels* k = nullptr;
   switch (simd_level()) {
+#if defined(__x86_64__)  // the AVX units are built on x86-64 only (engine/CMakeLists.txt)
     case SimdLevel::Avx512:
       k = gemm_kernels_avx512();
       break;
     case SimdLevel::Avx2:
       k = gemm_kernels_avx2();
       break;
-    case SimdLevel::Scalar:
+#endif
+    default:  // Scalar, and the NEON levels (no int8 GEMM tiles for Arm yet)
       break;
   }
   return k != nullptr ? *k : kScalar;

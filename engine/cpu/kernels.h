@@ -2,10 +2,11 @@
 // SIMD level provides. The public entry points (quant_dot.h, ops.h, attention.h) pick the
 // table of the active level and call through it.
 //
-// This header is included by the translation units compiled with -mavx2 / -mavx512*, so it
-// holds only plain structs and declarations: no inline functions and no default member
-// initializers. An inline function (or implicit constructor) emitted by an AVX2 unit is a
-// weak symbol the linker may pick for every unit, and would then run on CPUs without AVX2.
+// This header is included by the translation units compiled with -mavx2 / -mavx512* (and
+// -march=armv8.2-a+dotprod on AArch64), so it holds only plain structs and declarations: no
+// inline functions and no default member initializers. An inline function (or implicit constructor)
+// emitted by an AVX2 unit is a weak symbol the linker may pick for every unit, and would then run
+// on CPUs without AVX2.
 #pragma once
 
 #include <cstddef>
@@ -94,10 +95,13 @@ struct OpKernels {
 };
 
 // Tables per level. The SIMD ones return nullptr where the build could not compile them
-// (not x86-64, or the compiler lacks the target flags).
+// (not x86-64 / not AArch64, or the compiler lacks the target flags). The NEON tables have
+// NEON tiles for some types and the scalar level's for the others (simd_neon_quant.cpp).
 const QuantKernels* quant_kernels_scalar();
 const QuantKernels* quant_kernels_avx2();
 const QuantKernels* quant_kernels_avx512();
+const QuantKernels* quant_kernels_neon();
+const QuantKernels* quant_kernels_neon_dotprod();
 const OpKernels* op_kernels_scalar();
 const OpKernels* op_kernels_avx2();
 

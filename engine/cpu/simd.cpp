@@ -2,10 +2,29 @@
 
 #include <atomic>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 #include "engine/cpu/kernels.h"
 
 namespace spw::cpu {
 namespace {
+
+#if defined(__aarch64__)
+// AArch64 Linux hardware capability bits (<asm/hwcap.h>): Advanced SIMD, and the SDOT/UDOT
+// dot-product instructions of ARMv8.2-A (optional there, standard from ARMv8.4-A).
+constexpr unsigned long kHwcapAsimd = 1UL << 1;
+constexpr unsigned long kHwcapAsimdDp = 1UL << 20;
+
+unsigned long aarch64_hwcap() {
+#if defined(__linux__)
+  return getauxval(AT_HWCAP);
+#else
+  return kHwcapAsimd;  // Advanced SIMD is part of every ARMv8-A; dot products are not
+#endif
+}
+#endif
 
 bool cpu_has(SimdLevel level) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -22,6 +41,25 @@ bool cpu_has(SimdLevel level) {
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
              quant_kernels_avx512() != nullptr && op_kernels_avx2() != nullptr;
+    case SimdLevel::Neon:
+    case SimdLevel::NeonDotprod:
+      return false;
+  }
+  return false;
+#elif defined(__aarch64__)
+  // The table getters come last, as on x86: the dot-product table runs SDOT code.
+  const unsigned long hwcap = aarch64_hwcap();
+  switch (level) {
+    case SimdLevel::Scalar:
+      return true;
+    case SimdLevel::Neon:
+      return (hwcap & kHwcapAsimd) != 0 && quant_kernels_neon() != nullptr;
+    case SimdLevel::NeonDotprod:
+      return (hwcap & kHwcapAsimd) != 0 && (hwcap & kHwcapAsimdDp) != 0 &&
+             quant_kernels_neon_dotprod() != nullptr;
+    case SimdLevel::Avx2:
+    case SimdLevel::Avx512:
+      return false;
   }
   return false;
 #else
@@ -30,7 +68,8 @@ bool cpu_has(SimdLevel level) {
 }
 
 SimdLevel detect() {
-  for (SimdLevel l : {SimdLevel::Avx512, SimdLevel::Avx2}) {
+  for (SimdLevel l :
+       {SimdLevel::Avx512, SimdLevel::Avx2, SimdLevel::NeonDotprod, SimdLevel::Neon}) {
     if (cpu_has(l)) return l;
   }
   return SimdLevel::Scalar;
@@ -41,13 +80,22 @@ struct Tables {
   const OpKernels* ops;
 };
 
+// Each processor builds only its own levels' units (engine/CMakeLists.txt), so only those
+// getters are referred to.
 Tables tables_for(SimdLevel level) {
   switch (level) {
+#if defined(__x86_64__)
     case SimdLevel::Avx512:
       return {quant_kernels_avx512(), op_kernels_avx2()};  // no ops gain from 512-bit here
     case SimdLevel::Avx2:
       return {quant_kernels_avx2(), op_kernels_avx2()};
-    case SimdLevel::Scalar:
+#elif defined(__aarch64__)
+    case SimdLevel::NeonDotprod:  // the element-wise ops and attention run scalar on Arm
+      return {quant_kernels_neon_dotprod(), op_kernels_scalar()};
+    case SimdLevel::Neon:
+      return {quant_kernels_neon(), op_kernels_scalar()};
+#endif
+    default:
       break;
   }
   return {quant_kernels_scalar(), op_kernels_scalar()};
@@ -64,6 +112,14 @@ const Tables* tables_static(SimdLevel level) {
     }
     case SimdLevel::Avx2: {
       static const Tables t = tables_for(SimdLevel::Avx2);
+      return &t;
+    }
+    case SimdLevel::NeonDotprod: {
+      static const Tables t = tables_for(SimdLevel::NeonDotprod);
+      return &t;
+    }
+    case SimdLevel::Neon: {
+      static const Tables t = tables_for(SimdLevel::Neon);
       return &t;
     }
     case SimdLevel::Scalar:
@@ -111,6 +167,10 @@ std::string_view simd_level_name(SimdLevel level) {
       return "avx2";
     case SimdLevel::Avx512:
       return "avx512";
+    case SimdLevel::Neon:
+      return "neon";
+    case SimdLevel::NeonDotprod:
+      return "neon-dotprod";
   }
   return "unknown";
 }

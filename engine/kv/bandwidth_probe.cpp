@@ -84,7 +84,8 @@ double probe_ram_read_gb_per_s(int n_threads, int64_t bytes) {
   pool.parallel_for(n_blocks, [&](int64_t b, int64_t e) {
     for (int64_t i = b * kBlock; i < e * kBlock; ++i) buf[i] = static_cast<float>(i & 1023);
   });
-  const bool avx2 = cpu::simd_level() != cpu::SimdLevel::Scalar;
+  const bool avx2 =
+      cpu::simd_level() == cpu::SimdLevel::Avx2 || cpu::simd_level() == cpu::SimdLevel::Avx512;
   std::vector<float> partial(static_cast<size_t>(n_blocks));
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) return 1;
 
   std::vector<SimdLevel> lv;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512}) {
+  for (SimdLevel l : kAllSimdLevels) {
     if (simd_level_supported(l) && (o.scalar || l != SimdLevel::Scalar)) lv.push_back(l);
   }
   std::printf("kernel_bench: %lld x %lld, detected SIMD level %s\n", static_cast<long long>(kN),

@@ -27,7 +27,7 @@ namespace {
 
 std::vector<SimdLevel> levels() {
   std::vector<SimdLevel> v;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512}) {
+  for (SimdLevel l : kAllSimdLevels) {
     if (simd_level_supported(l)) v.push_back(l);
   }
   return v;

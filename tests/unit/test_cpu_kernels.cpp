@@ -40,7 +40,7 @@ std::string tname(GgmlType t) { return type_name(static_cast<uint32_t>(t)); }
 
 std::vector<SimdLevel> levels() {
   std::vector<SimdLevel> v;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512}) {
+  for (SimdLevel l : kAllSimdLevels) {
     if (simd_level_supported(l)) v.push_back(l);
   }
   return v;

@@ -124,14 +124,20 @@ TEST(Fp16, NanStaysNan) {
   }
 }
 
-#if defined(__FLT16_MAX__)
-// The compiler's own _Float16 conversion (libgcc/compiler-rt, round to nearest even) as an
-// independent reference over a sweep of float bit patterns in every binade.
+// The compiler's own binary16 conversion (libgcc/compiler-rt or the FPU, round to nearest even)
+// as an independent reference over a sweep of float bit patterns in every binade. AArch64 GCC 12
+// has no _Float16 in C++ but its __fp16 (IEEE format by default) converts the same way.
+#if defined(__aarch64__)
+#define SPW_COMPILER_HALF __fp16
+#elif defined(__FLT16_MAX__)
+#define SPW_COMPILER_HALF _Float16
+#endif
+#if defined(SPW_COMPILER_HALF)
 TEST(Fp16, MatchesCompilerFloat16OnASweep) {
   for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 4093) {
     const float f = float_of(static_cast<uint32_t>(u));
     if (std::isnan(f)) continue;
-    const _Float16 ref = static_cast<_Float16>(f);
+    const SPW_COMPILER_HALF ref = static_cast<SPW_COMPILER_HALF>(f);
     uint16_t ref_bits;
     std::memcpy(&ref_bits, &ref, sizeof ref_bits);
     ASSERT_EQ(fp32_to_fp16(f), ref_bits) << "float bits 0x" << std::hex << u;

@@ -33,7 +33,7 @@ using cpu::SimdLevel;
 
 std::vector<SimdLevel> levels() {
   std::vector<SimdLevel> v;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512}) {
+  for (SimdLevel l : cpu::kAllSimdLevels) {
     if (cpu::simd_level_supported(l)) v.push_back(l);
   }
   return v;
