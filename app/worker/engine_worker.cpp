@@ -323,6 +323,13 @@ struct EngineWorker::Core final : QObject {
       last_usage = u;
       publish(u, false);
     };
+    // Prefill (per ubatch) and decode (per token) events from the pipeline; the parts' events
+    // come from part_start below (one meter over the whole answer).
+    cb.progress = [this, o](const ProgressEvent& e) {
+      if (e.phase == ProgressPhase::Prefill || e.phase == ProgressPhase::Decode) {
+        post([o, e] { emit o->progress(e); });
+      }
+    };
     DocumentAsk ask;
     ask.doc_id = doc.id;
     ask.question = req.question.toStdString();

@@ -176,7 +176,7 @@ class EngineWorker final : public QObject {
   void telemetry(const spw::app::TelemetrySample& sample);
   /// How far the running answer is (app/runtime/progress.h): map-reduce parts as each part
   /// starts (done = parts finished; the combining prompt: done == total).
-  /// Prefill and decode events come once the engine reports its progress.
+  /// Prefill events per ubatch and decode events per token come from the ask pipeline.
   void progress(const spw::app::ProgressEvent& event);
   /// Tokens per document id for the loaded model (after a load and countTokens()).
   void tokenCounts(const QHash<qint64, qint64>& counts);
