@@ -23,6 +23,7 @@
 #include <QXYSeries>
 #include <atomic>
 #include <filesystem>
+#include <vector>
 
 #include "app/store/library.h"
 #include "app/worker/engine_worker.h"
@@ -297,17 +298,30 @@ TEST_F(ChatTest, APlanThatDoesNotFitShowsTheChoicesInsteadOfFailing) {
   EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("map-reduce over parts")));
 
   // The parts came as progress events, one per part and one for the combining prompt, each
-  // "done of N" with N the same; the part lines went to the run's log, not into the chat.
-  ASSERT_GE(progress.count(), 2);
-  const auto last = progress.last().at(0).value<app::ProgressEvent>();
-  EXPECT_EQ(last.phase, app::ProgressPhase::Part);
-  EXPECT_GT(last.total, 1);
-  EXPECT_EQ(last.done, last.total);
+  // "done of N" with N the same; between them each prompt's prefill events (per ubatch, ending
+  // at its total) and decode events. The part lines went to the run's log, not into the chat.
+  std::vector<app::ProgressEvent> parts;
+  int prefill_events = 0, prefill_ends = 0;
   for (int i = 0; i < progress.count(); ++i) {
     const auto e = progress.at(i).at(0).value<app::ProgressEvent>();
-    EXPECT_EQ(e.total, last.total);
-    EXPECT_EQ(e.done, i < progress.count() - 1 ? i : last.total) << "event " << i;
+    if (e.phase == app::ProgressPhase::Part) parts.push_back(e);
+    if (e.phase == app::ProgressPhase::Prefill) {
+      ++prefill_events;
+      EXPECT_LE(e.done, e.total);
+      if (e.done == e.total) ++prefill_ends;
+    }
   }
+  ASSERT_GE(parts.size(), 2u);
+  const app::ProgressEvent last = parts.back();
+  EXPECT_GT(last.total, 1);
+  EXPECT_EQ(last.done, last.total);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i].total, last.total);
+    EXPECT_EQ(parts[i].done, i + 1 < parts.size() ? static_cast<int64_t>(i) : last.total)
+        << "part event " << i;
+  }
+  EXPECT_GT(prefill_events, 0);
+  EXPECT_GE(prefill_ends, static_cast<int>(last.total)) << "each part's prompt ends its prefill";
   bool part_line = false;
   for (const QString& line : p.runProgress()->logLines()) {
     if (!line.startsWith(QStringLiteral("part 1 of "))) continue;
