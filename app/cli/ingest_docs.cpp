@@ -148,6 +148,15 @@ int run_ingest(const IngestArgs& a) {
                   static_cast<long long>(d.n_chars),
                   flags_text(d) == "-" ? "" : (" [" + flags_text(d) + "]").c_str());
     }
+    // --ocr does not re-read a file already stored (its id, chats and jobs stay as they are):
+    // say how to get it read, instead of a silent "already in the library".
+    if (r->already_present && a.ocr && d.no_text) {
+      std::fprintf(stderr,
+                   "note: %s is already in the library as document %lld without text; --ocr "
+                   "does not re-read a stored file: run `spillway-cli docs remove %lld`, then "
+                   "ingest it again with --ocr\n",
+                   file.c_str(), static_cast<long long>(d.id), static_cast<long long>(d.id));
+    }
     std::fflush(stdout);
   }
   return rc;
@@ -272,8 +281,10 @@ int docs_show(Library& lib, const DocsArgs& a) {
       std::printf("%s[p. %d]\n%s\n", i > 0 ? "\n" : "", pages[i].page_no, pages[i].text.c_str());
     }
     if (doc->no_text) {
-      std::fprintf(stderr, "note: document %lld has no text (scanned; ingest with --ocr)\n",
-                   static_cast<long long>(doc->id));
+      std::fprintf(stderr,
+                   "note: document %lld has no text (scanned): to read it with OCR, `spillway-cli "
+                   "docs remove %lld`, then ingest the file again with --ocr\n",
+                   static_cast<long long>(doc->id), static_cast<long long>(doc->id));
     }
     return 0;
   }

@@ -167,6 +167,40 @@ TEST(CliDocs, ShowTextPrintsEachPageAfterItsMarker) {
   EXPECT_NE(plain.out.find("pages:      3"), std::string::npos) << plain.out;
 }
 
+// A scan without any text, stored; `ingest --ocr` of the same file does not re-read it and
+// says how to (the advice "ingest with --ocr" used to lead to a silent "already in the
+// library").
+TEST(CliDocs, OcrOfAStoredScanSaysHowToReadIt) {
+  const fs::path d = data_dir("ocr-advice");
+  PdfPage scan;
+  test::PdfImage im;
+  im.width = im.height = 16;
+  im.gray.assign(256, '\x10');
+  im.x = im.y = 72;
+  im.w = im.h = 200;
+  scan.images.push_back(im);
+  const fs::path f = tmp_dir() / "all-scan.pdf";
+  test::write_file(f, test::build_pdf(PdfDoc{{scan}, "", {}}));
+  const CliResult in = run(with_data({"ingest", "--json", f.string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const std::string id = test::parse_one_object(in.out)["id"].dump();
+  const CliResult text = run(with_data({"docs", "show", id, "--text"}, d));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.err.find("`spillway-cli docs remove " + id +
+                          "`, then ingest the file again "
+                          "with --ocr"),
+            std::string::npos)
+      << text.err;
+  const CliResult again = run(with_data({"ingest", "--ocr", f.string()}, d));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("is already in the library as document " + id +
+                           " without text; --ocr does not re-read a stored file: run "
+                           "`spillway-cli docs remove " +
+                           id + "`"),
+            std::string::npos)
+      << again.err;
+}
+
 TEST(CliDocs, ShowJsonHasPerPageObjectsWithTheScannedFlag) {
   const fs::path d = data_dir("show-json");
   const CliResult in = run(with_data({"ingest", "--json", scanned_pdf("s.pdf").string()}, d));
