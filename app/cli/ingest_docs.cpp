@@ -307,6 +307,9 @@ int docs_show(Library& lib, const DocsArgs& a) {
 }
 
 int docs_search(Library& lib, const DocsArgs& a) {
+  if (a.limit < 1) {
+    return fail(fmt::format("--limit {}: at least 1 hit (default 20)", a.limit));
+  }
   if (a.doc != 0) {
     if (auto d = lib.document(a.doc); !d) return fail(d.error().message);
   }

@@ -345,6 +345,11 @@ TEST(CliDocs, ErrorsForUnknownIdsAndMissingCommands) {
   EXPECT_EQ(show.err, "error: no document with id 999\n");
   const CliResult bare = run(with_data({"docs"}, d));
   EXPECT_EQ(bare.exit_code, 1);
+  for (const char* limit : {"0", "-1"}) {
+    const CliResult lim = run(with_data({"docs", "search", "x", "--limit", limit}, d));
+    EXPECT_EQ(lim.exit_code, 1) << limit;
+    EXPECT_EQ(lim.err, std::string("error: --limit ") + limit + ": at least 1 hit (default 20)\n");
+  }
   const CliResult no_files = run(with_data({"ingest"}, d));
   EXPECT_EQ(no_files.exit_code, 1);
   const CliResult empty = run(with_data({"docs", "list"}, d));
