@@ -18,6 +18,7 @@
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/planner.h"
+#include "engine/kv/tier_policy.h"
 #include "engine/model/model.h"
 #include "engine/session/session.h"
 
@@ -86,16 +87,6 @@ std::string about(double s) {
   if (s < 90) return fmt::format("about {:.0f} s", s);
   if (s < 90 * 60) return fmt::format("about {:.0f} minutes", s / 60);
   return fmt::format("about {:.1f} hours", s / 3600);
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 std::string tier_line(const kv::TierPlan& t) {
@@ -231,17 +222,18 @@ int run_plan(const PlanArgs& a) {
                     no_profile_why;
   // The plain-language summary, before the numbers.
   std::string summary =
-      p.fits ? fmt::format("A {}-token context fits this machine's memory.", with_commas(in.n_ctx))
+      p.fits ? fmt::format("A {}-token context fits this machine's memory.",
+                           kv::group_thousands(in.n_ctx))
              : fmt::format("A {}-token context does not fit: the budgets hold {} tokens.",
-                           with_commas(in.n_ctx), with_commas(p.max_tokens));
+                           kv::group_thousands(in.n_ctx), kv::group_thousands(p.max_tokens));
   if (profile) {
     summary += fmt::format(
         " Prefilling {} tokens takes {}; decoding then runs at about {:.0f} "
         "tokens/s.",
-        with_commas(planned_tokens), about(prefill_s), decode_tps);
+        kv::group_thousands(planned_tokens), about(prefill_s), decode_tps);
   } else if (prefill_s > 0) {
     summary += fmt::format(" Prefilling {} tokens takes at least {} (memory traffic alone).",
-                           with_commas(planned_tokens), about(prefill_s));
+                           kv::group_thousands(planned_tokens), about(prefill_s));
   }
 
   if (a.json) {

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "engine/kv/tier_policy.h"
+
 namespace spw::app {
 
 const char* progress_phase_name(ProgressPhase phase) {
@@ -23,16 +25,6 @@ const char* progress_phase_name(ProgressPhase phase) {
 }
 
 namespace {
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
-}
 
 std::string number(double x) {
   char buf[32];
@@ -69,8 +61,8 @@ std::string progress_json(const ProgressEvent& e) {
 std::string progress_line(const ProgressEvent& e) {
   const bool counts_tokens = e.phase == ProgressPhase::Prefill || e.phase == ProgressPhase::Decode;
   std::string out = progress_phase_name(e.phase);
-  out += ' ' + with_commas(e.done);
-  if (e.total > 0) out += '/' + with_commas(e.total);
+  out += ' ' + kv::group_thousands(e.done);
+  if (e.total > 0) out += '/' + kv::group_thousands(e.total);
   if (counts_tokens) out += " tokens";
   if (e.total > 0) {
     out += " (" +

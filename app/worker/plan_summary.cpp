@@ -15,6 +15,7 @@
 #include "engine/common/size.h"
 #include "engine/kv/bandwidth_probe.h"
 #include "engine/kv/planner.h"
+#include "engine/kv/tier_policy.h"
 
 namespace spw::app {
 
@@ -40,16 +41,6 @@ std::string setting_for(const kv::Suggestion& s) {
   if (s.kind == "kv-window") return "Settings > Model: KV window " + value_after(s.flag);
   if (s.kind == "cpu") return "Settings > Model: device CPU";
   return s.flag;
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
 }
 
 // "25 minutes", "40 s", "1.5 hours".
@@ -211,20 +202,21 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
       : probes.profile ? about(s.answer_s)
                        : "at least " + duration(s.answer_s) +
                              " (from memory bandwidth alone; no measured speed profile yet)";
-  const std::string doc_tokens = with_commas(s.prompt_tokens);
+  const std::string doc_tokens = kv::group_thousands(s.prompt_tokens);
   if (s.fits_context) {
     s.headline = fmt::format("This {}-token document fits in the model's {}-token context.",
-                             doc_tokens, with_commas(s.n_ctx));
+                             doc_tokens, kv::group_thousands(s.n_ctx));
     if (!s.fits_memory) {
       s.headline += s.can_run_anyway
                         ? " Its KV is more than this machine's memory; it may run slowly."
                         : fmt::format(" Its KV does not fit the memory budgets ({} of {} tokens).",
-                                      with_commas(s.max_tokens), with_commas(s.planned_tokens));
+                                      kv::group_thousands(s.max_tokens),
+                                      kv::group_thousands(s.planned_tokens));
     }
     if (!how_long.empty()) s.headline += fmt::format(" Answering takes {}.", how_long);
   } else {
     s.headline = fmt::format("This {}-token document does not fit in the model's {}-token context.",
-                             doc_tokens, with_commas(s.n_ctx));
+                             doc_tokens, kv::group_thousands(s.n_ctx));
     if (s.n_parts > 0) {
       s.headline += how_long.empty()
                         ? fmt::format(" It can be answered over {} parts.", s.n_parts)
