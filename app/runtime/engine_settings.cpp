@@ -4,6 +4,7 @@
 
 #include "engine/backend/device.h"
 #include "engine/chat/chat_template.h"
+#include "engine/common/numa.h"
 #include "engine/session/session.h"
 
 namespace spw::app {
@@ -63,6 +64,10 @@ std::string engine_settings_to_json(const EngineSettings& s) {
   j["attention"] = kv::kv_attention_name(s.kv);
   j["template_name"] = s.template_name;
   j["use_snapshots"] = s.use_snapshots;
+  // The host arena's page settings: written only where they differ from the default, so a file
+  // written before they existed reads back and writes out byte for byte as it was.
+  if (!s.kv.huge_pages) j["huge_pages"] = false;
+  if (!(s.kv.numa == NumaSetting{})) j["numa_node"] = numa_setting_name(s.kv.numa);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -120,6 +125,23 @@ Expected<EngineSettings> engine_settings_from_json(const std::string& text) {
       bad = Error{"engine settings: 'use_snapshots' must be true or false"};
     else
       s.use_snapshots = j["use_snapshots"].get<bool>();
+  }
+  if (bad && j.contains("huge_pages")) {
+    if (!j["huge_pages"].is_boolean())
+      bad = Error{"engine settings: 'huge_pages' must be true or false"};
+    else
+      s.kv.huge_pages = j["huge_pages"].get<bool>();
+  }
+  if (bad && j.contains("numa_node")) {  // "auto" | "off" | a node number, as --numa-node
+    const nlohmann::json& n = j["numa_node"];
+    std::string text;
+    if (n.is_string()) text = n.get<std::string>();
+    if (n.is_number_integer()) text = std::to_string(n.get<int64_t>());
+    auto numa = parse_numa_setting(text);
+    if (text.empty() || !numa)
+      bad = Error{"engine settings: 'numa_node' must be \"auto\", \"off\" or a node number"};
+    else
+      s.kv.numa = *numa;
   }
   if (!bad) return bad.error();
   return s;

@@ -42,7 +42,8 @@ Status set_attention(EngineSettings& s, const std::string& text);
 /// Checks every field (the messages name the field as the CLI option: "--cache-type-k: ...").
 Status validate(const EngineSettings& s);
 /// JSON object text with every field (the KV settings flat, as kv_block, kv_sinks, kv_window (a
-/// number, or "auto"), host_budget, disk_budget, spill_dir, attention (text)); from_json ignores
+/// number, or "auto"), host_budget, disk_budget, spill_dir, attention (text); huge_pages (false)
+/// and numa_node ("off" or a node number) only where not the default); from_json ignores
 /// unknown keys and keeps defaults for missing ones, so files written before auto existed read
 /// back as they were. Errors: not JSON, a field of the wrong type (named).
 std::string engine_settings_to_json(const EngineSettings& s);

@@ -124,6 +124,41 @@ TEST(EngineSettings, FilesWrittenBeforeAutoRoundTripUnchanged) {
       std::string::npos);
 }
 
+// The host arena's page settings (--huge-pages, --numa-node) reach the engine from a settings
+// file or a job's row; at their defaults they are not written (older files stay byte-identical).
+TEST(EngineSettings, HugePagesAndNumaNodeRoundTripAndDefaultsAreNotWritten) {
+  EngineSettings s;
+  s.kv.huge_pages = false;
+  s.kv.numa.mode = NumaSetting::Mode::Node;
+  s.kv.numa.node = 1;
+  const std::string text = engine_settings_to_json(s);
+  EXPECT_NE(text.find(R"("huge_pages":false)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("numa_node":"1")"), std::string::npos) << text;
+  auto back = engine_settings_from_json(text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->kv.huge_pages);
+  EXPECT_EQ(back->kv.numa.mode, NumaSetting::Mode::Node);
+  EXPECT_EQ(back->kv.numa.node, 1);
+  EXPECT_EQ(*back, s);
+  auto off = engine_settings_from_json(R"({"numa_node":"off","huge_pages":true})");
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_EQ(off->kv.numa.mode, NumaSetting::Mode::Off);
+  EXPECT_TRUE(off->kv.huge_pages);
+  auto numeric = engine_settings_from_json(R"({"numa_node":0})");
+  ASSERT_TRUE(numeric.ok());
+  EXPECT_EQ(numeric->kv.numa.mode, NumaSetting::Mode::Node);
+  EXPECT_EQ(numeric->kv.numa.node, 0);
+  const std::string fresh = engine_settings_to_json(EngineSettings{});
+  EXPECT_EQ(fresh.find("huge_pages"), std::string::npos) << fresh;
+  EXPECT_EQ(fresh.find("numa_node"), std::string::npos) << fresh;
+  EXPECT_EQ(engine_settings_from_json(R"({"huge_pages":"no"})").error().message,
+            "engine settings: 'huge_pages' must be true or false");
+  for (const char* bad : {R"({"numa_node":"two"})", R"({"numa_node":-1})", R"({"numa_node":[]})"})
+    EXPECT_EQ(engine_settings_from_json(bad).error().message,
+              "engine settings: 'numa_node' must be \"auto\", \"off\" or a node number")
+        << bad;
+}
+
 TEST(EngineSettings, JsonErrorsNameTheField) {
   EXPECT_EQ(engine_settings_from_json("{").error().message, "engine settings: not valid JSON");
   EXPECT_EQ(engine_settings_from_json(R"({"n_ctx":"big"})").error().message,
