@@ -93,6 +93,14 @@ Expected<EngineSettings> engine_settings_from_json(const std::string& text) {
     }
     out = j[key].get<std::remove_reference_t<decltype(out)>>();
   };
+  const auto flag = [&](const char* key, bool& out) {
+    if (!j.contains(key) || !bad) return;
+    if (!j[key].is_boolean()) {
+      bad = make_error("engine settings: '{}' must be true or false", key);
+      return;
+    }
+    out = j[key].get<bool>();
+  };
   str("model_path", s.model_path);
   num("n_ctx", s.n_ctx);
   num("n_threads", s.n_threads);
@@ -120,18 +128,8 @@ Expected<EngineSettings> engine_settings_from_json(const std::string& text) {
       bad = make_error("engine settings: 'attention': {}", st.error().message);
   }
   str("template_name", s.template_name);
-  if (bad && j.contains("use_snapshots")) {
-    if (!j["use_snapshots"].is_boolean())
-      bad = Error{"engine settings: 'use_snapshots' must be true or false"};
-    else
-      s.use_snapshots = j["use_snapshots"].get<bool>();
-  }
-  if (bad && j.contains("huge_pages")) {
-    if (!j["huge_pages"].is_boolean())
-      bad = Error{"engine settings: 'huge_pages' must be true or false"};
-    else
-      s.kv.huge_pages = j["huge_pages"].get<bool>();
-  }
+  flag("use_snapshots", s.use_snapshots);
+  flag("huge_pages", s.kv.huge_pages);
   if (bad && j.contains("numa_node")) {  // "auto" | "off" | a node number, as --numa-node
     const nlohmann::json& n = j["numa_node"];
     std::string text;
