@@ -30,9 +30,9 @@ using app::testing::TempDir;
 constexpr int kIngestTimeoutMs = 60'000;
 
 QString samplePdf() {
-  return QString::fromStdString((fs::path(__FILE__).parent_path().parent_path() / "resources" /
-                                 "sample" / "spillway-sample-contract.pdf")
-                                    .string());
+  return QString::fromStdString(
+      (fs::path(SPILLWAY_SOURCE_DIR) / "resources" / "sample" / "spillway-sample-contract.pdf")
+          .string());
 }
 
 MainWindowParams paramsFor(const TempDir& dir, bool add_sample) {

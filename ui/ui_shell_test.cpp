@@ -36,9 +36,9 @@ constexpr int kIngestTimeoutMs = 60'000;
 
 // The bundled sample contract, from the source tree (the tests do not link the app's resources).
 QString samplePdf() {
-  return QString::fromStdString((fs::path(__FILE__).parent_path().parent_path() / "resources" /
-                                 "sample" / "spillway-sample-contract.pdf")
-                                    .string());
+  return QString::fromStdString(
+      (fs::path(SPILLWAY_SOURCE_DIR) / "resources" / "sample" / "spillway-sample-contract.pdf")
+          .string());
 }
 
 // A PDF of `n_pages` pages; page i holds "page <i> <word_i>" and a line of filler.

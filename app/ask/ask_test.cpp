@@ -24,10 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path stories() {
-  return fs::path(__FILE__).parent_path() / ".." / ".." / ".." / "shared" / "models" /
-         "stories260K.gguf";
-}
+fs::path stories() { return fs::path(SPILLWAY_SHARED_DIR) / "models" / "stories260K.gguf"; }
 
 class TempFolder {
  public:
