@@ -8,7 +8,8 @@
 // QT_QPA_PLATFORM=offscreen or xvfb-run). --ask puts a question to the first document once its
 // page is shown; with --screenshot the screenshot then waits for the answer. --window-size sets
 // the window's size for this run (the saved layout's size otherwise); --theme overrides the
-// theme of Settings for this run (not stored).
+// theme of Settings for this run (not stored). A second launch on the same library (data
+// folder) hands its files to the running window, which comes forward, and exits (0).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "ui/chat_panel.h"
 #include "ui/icons.h"
 #include "ui/main_window.h"
+#include "ui/single_instance.h"
 #include "ui/theme.h"
 
 namespace {
@@ -186,6 +188,21 @@ int main(int argc, char** argv) {
   }
   auto paths = spw::app::prepare_paths(overrides);
   if (!paths) return fail(fromUtf8(paths.error().message));
+  // One window per library: a second launch on it hands its files to the first and ends.
+  spw::ui::SingleInstance instance(QString::fromStdString(paths->data_dir.string()));
+  if (!instance.claim()) {
+    if (screenshot) {
+      return fail(QStringLiteral("the library in %1 is open in another Spillway window; a "
+                                 "screenshot run needs a library of its own: --data-dir DIR")
+                      .arg(QString::fromStdString(paths->data_dir.string())));
+    }
+    QString error;
+    if (!instance.forward(files, &error)) return fail(error);
+    std::printf("spillway: the library in %s is open in another window: %s\n",
+                paths->data_dir.c_str(),
+                files.isEmpty() ? "brought it forward" : "the files were handed to it");
+    return 0;
+  }
   // Kept in the settings and read at later starts, maybe from another folder: absolute.
   const QString model_path = parser.value(model_opt).isEmpty()
                                  ? QString()
@@ -201,6 +218,13 @@ int main(int argc, char** argv) {
   });
   if (window_size) window.resize(*window_size);
   window.show();
+  QObject::connect(&instance, &spw::ui::SingleInstance::activated, &window,
+                   [&window](const QStringList& more) {
+                     if (!more.isEmpty()) window.addFiles(more, true);
+                     if (window.isMinimized()) window.showNormal();
+                     window.raise();
+                     window.activateWindow();
+                   });
 
   // The engine worker, chat, dashboard, jobs and Settings; destroyed before the window.
   spw::ui::AppController controller(
