@@ -106,9 +106,11 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
             .arg(i.name, QFileInfo(i.path).fileName(), i.architecture,
                  QLocale().formattedDataSize(i.file_bytes, 1, QLocale::DataSizeTraditionalFormat),
                  QLocale().toString(i.n_ctx)));
+    window_.setModelContext(i.n_ctx);
   });
   connect(worker_, &app::EngineWorker::modelFailed, this, [this](const QString& message) {
     window_.setModelStatus(tr("No model: %1").arg(message));
+    window_.setModelContext(0);
   });
 
   // Interactive use (a question, documents added) keeps --when-idle jobs waiting.

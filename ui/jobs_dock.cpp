@@ -22,6 +22,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "app/store/display_title.h"
 #include "app/store/library.h"
 #include "ui/new_batch_dialog.h"
 
@@ -343,7 +344,8 @@ NewBatchDialog* JobsDock::newBatch(const std::vector<int64_t>& doc_ids) {
     showError(tr("The library could not be read: %1").arg(qs(docs.error().message)));
     return nullptr;
   }
-  for (const auto& doc : *docs) p.documents.push_back({doc.id, qs(doc.title), doc.n_pages});
+  for (const auto& doc : *docs)
+    p.documents.push_back({doc.id, qs(app::display_title(doc.title, doc.path)), doc.n_pages});
   auto* dlg = new NewBatchDialog(p, this);
   dlg->setAttribute(Qt::WA_DeleteOnClose);
   connect(dlg, &NewBatchDialog::jobAdded, this, [this](qint64 id) {

@@ -19,6 +19,7 @@
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
+#include "app/store/display_title.h"
 #include "app/store/library.h"
 #include "ui/icons.h"
 #include "ui/ingest_progress.h"
@@ -31,6 +32,8 @@ constexpr int kDocIdRole = Qt::UserRole;
 constexpr int kBadgesRole = Qt::UserRole + 1;
 constexpr int kSubtitleRole = Qt::UserRole + 2;
 constexpr int kHitPageRole = Qt::UserRole + 3;
+// The badges the document itself has (scanned, repaired, ...), before the model's "over context".
+constexpr int kOwnBadgesRole = Qt::UserRole + 4;
 constexpr int kSearchDelayMs = 250;
 constexpr int kMaxHits = 50;
 
@@ -42,6 +45,7 @@ QColor badgeColor(const QString& badge) {
   if (badge.startsWith(QStringLiteral("OCR"))) return QColor(0x2e, 0x7d, 0x32);
   if (badge == QStringLiteral("repaired")) return QColor(0x15, 0x65, 0xc0);
   if (badge == QStringLiteral("encrypted")) return QColor(0x6a, 0x1b, 0x9a);
+  if (badge.startsWith(QStringLiteral("over context"))) return QColor(0x00, 0x69, 0x7c);
   return QColor(0x61, 0x61, 0x61);
 }
 
@@ -307,7 +311,7 @@ void LibraryPanel::reload() {
   int64_t total_pages = 0;
   for (const app::DocumentRecord& d : docs) {
     auto* item = new QTreeWidgetItem(docs_);
-    const QString title = fromStd(d.title);
+    const QString title = fromStd(app::display_title(d.title, d.path));
     item->setText(0, title);
     item->setIcon(0, pdf_icon);
     item->setData(0, kDocIdRole, qint64(d.id));
@@ -321,9 +325,12 @@ void LibraryPanel::reload() {
     if (d.repaired) badges << tr("repaired");
     if (d.encrypted) badges << tr("encrypted");
     item->setData(0, kBadgesRole, badges);
+    item->setData(0, kOwnBadgesRole, badges);
     item->setData(0, kSubtitleRole, d.n_pages == 1 ? tr("1 page") : tr("%1 pages").arg(d.n_pages));
     QString tip = QStringLiteral("<b>%1</b><br/>%2")
                       .arg(title.toHtmlEscaped(), fromStd(d.path).toHtmlEscaped());
+    if (!d.title.empty() && fromStd(d.title) != title)  // the PDF's own title, kept
+      tip += QStringLiteral("<br/>") + tr("PDF title: %1").arg(fromStd(d.title).toHtmlEscaped());
     if (!badges.isEmpty()) tip += QStringLiteral("<br/>") + badges.join(QStringLiteral(", "));
     item->setToolTip(0, tip);
     total_pages += d.n_pages;
@@ -350,7 +357,22 @@ void LibraryPanel::setTokenCounts(const QHash<qint64, qint64>& counts) {
     QTreeWidgetItem* item = docs_->topLevelItem(i);
     const auto it = tokens_.find(item->data(0, kDocIdRole).toLongLong());
     item->setText(1, it == tokens_.end() ? QStringLiteral("—") : QLocale().toString(it.value()));
+    // Longer than the model's context: answered over parts (or not at all), said before asking.
+    QStringList badges = item->data(0, kOwnBadgesRole).toStringList();
+    const bool over = it != tokens_.end() && n_ctx_ > 0 && it.value() > n_ctx_;
+    if (over) badges << tr("over context");
+    item->setData(0, kBadgesRole, badges);
+    item->setToolTip(1, over ? tr("%1 tokens for the current model, whose context holds %2: "
+                                  "questions about it are answered over parts")
+                                   .arg(QLocale().toString(it.value()), QLocale().toString(n_ctx_))
+                             : tr("Tokens of the document's text for the current model"));
   }
+  docs_->viewport()->update();
+}
+
+void LibraryPanel::setModelContext(qint64 n_ctx) {
+  n_ctx_ = n_ctx;
+  setTokenCounts(tokens_);
 }
 
 int LibraryPanel::search(const QString& query) {

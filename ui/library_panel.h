@@ -42,6 +42,9 @@ class LibraryPanel final : public QWidget {
   /// Fills the Tokens column: doc id -> tokens of its text for the current model. Documents not
   /// in `counts` show "—".
   void setTokenCounts(const QHash<qint64, qint64>& counts);
+  /// The loaded model's context in tokens (0: none loaded): a document with more tokens gets
+  /// the "over context" badge.
+  void setModelContext(qint64 n_ctx);
   /// Runs a search now (the box's text is replaced); returns the number of hits listed.
   int search(const QString& query);
 
@@ -90,6 +93,7 @@ class LibraryPanel final : public QWidget {
   QWidget* empty_ = nullptr;
   IngestProgressPanel* ingest_ = nullptr;
   QHash<qint64, qint64> tokens_;
+  qint64 n_ctx_ = 0;
   QString last_query_;
   bool in_reload_ = false;
 };

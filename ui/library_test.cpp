@@ -99,6 +99,47 @@ TEST(LibraryPanel, ListsDocumentsWithPagesBadgesAndTokens) {
   EXPECT_EQ(panel.documentTokens(*plain_id), QLocale().toString(1234));
 }
 
+TEST(LibraryPanel, CleanTitlesAndAnOverContextBadge) {
+  TempDir dir("spillway-ui-lib-titles");
+  auto lib = app::Library::open(dir / "library.sqlite3");
+  ASSERT_TRUE(lib.ok()) << lib.error().message;
+  app::DocumentRecord word;
+  word.title = "Microsoft Word - Lease_Agreement_2024.docx";
+  word.path = "/srv/docs/lease.pdf";
+  word.sha256 = std::string(64, 'c');
+  auto word_id = (*lib)->add_document(word, {page(1, "one")});
+  ASSERT_TRUE(word_id.ok());
+  app::DocumentRecord untitled;
+  untitled.title = "Document1";
+  untitled.path = "/srv/docs/q3_board_report.pdf";
+  untitled.sha256 = std::string(64, 'd');
+  untitled.repaired = true;
+  auto untitled_id = (*lib)->add_document(untitled, {page(1, "two")});
+  ASSERT_TRUE(untitled_id.ok());
+
+  LibraryPanel panel(lib->get());
+  EXPECT_EQ(panel.documentTitle(*word_id), QStringLiteral("Lease Agreement 2024"));
+  EXPECT_EQ(panel.documentTitle(*untitled_id), QStringLiteral("q3 board report"));
+  // The library keeps what the PDF says.
+  EXPECT_EQ((*lib)->document(*word_id)->title, word.title);
+
+  // No model yet: no badge; a 4,096-token context: the 5,000-token document is over it.
+  panel.setTokenCounts({{*word_id, 5000}, {*untitled_id, 4096}});
+  EXPECT_TRUE(panel.documentBadges(*word_id).isEmpty());
+  panel.setModelContext(4096);
+  EXPECT_EQ(panel.documentBadges(*word_id), QStringList{QStringLiteral("over context")});
+  EXPECT_EQ(panel.documentBadges(*untitled_id), QStringList{QStringLiteral("repaired")});
+  // A longer context (another model) takes it away; the document's own badges stay.
+  panel.setModelContext(8192);
+  EXPECT_TRUE(panel.documentBadges(*word_id).isEmpty());
+  EXPECT_EQ(panel.documentBadges(*untitled_id), QStringList{QStringLiteral("repaired")});
+  panel.setModelContext(2048);
+  EXPECT_EQ(panel.documentBadges(*untitled_id),
+            (QStringList{QStringLiteral("repaired"), QStringLiteral("over context")}));
+  panel.reload();  // kept over a reload
+  EXPECT_EQ(panel.documentBadges(*word_id), QStringList{QStringLiteral("over context")});
+}
+
 TEST(LibraryPanel, SearchListsHitsAndAHitOpensThePageHighlighted) {
   TempDir dir("spillway-ui-lib");
   MainWindow w(paramsFor(dir, false));

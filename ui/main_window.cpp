@@ -21,6 +21,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "app/store/display_title.h"
 #include "app/store/library.h"
 #include "app/worker/ingest_worker.h"
 #include "ui/icons.h"
@@ -327,6 +328,8 @@ void MainWindow::setTokenCounts(const QHash<qint64, qint64>& counts) {
   library_panel_->setTokenCounts(counts);
 }
 
+void MainWindow::setModelContext(qint64 n_ctx) { library_panel_->setModelContext(n_ctx); }
+
 int MainWindow::pendingIngests() const { return int(pending_.size()); }
 
 // --- start-up ---------------------------------------------------------------------------------
@@ -561,7 +564,7 @@ void MainWindow::showPage(qint64 doc_id, int page_no, const QString& highlight) 
   PageViewer::DocumentInfo info;
   info.id = doc->id;
   info.path = fromStd(doc->path);
-  info.title = fromStd(doc->title);
+  info.title = fromStd(app::display_title(doc->title, doc->path));
   info.n_pages = doc->n_pages;
   library_panel_->selectDocument(doc_id);
   last_doc_ = doc_id;

@@ -92,6 +92,8 @@ class MainWindow final : public QMainWindow {
   // --- documents --------------------------------------------------------------------------
   /// Tokens of each document for the current model (the library's Tokens column).
   void setTokenCounts(const QHash<qint64, qint64>& counts);
+  /// The loaded model's context (0: none): documents longer than it get a badge.
+  void setModelContext(qint64 n_ctx);
   /// Queues PDFs for ingest (what a drop does). `open_first`: open the first file's document
   /// when it is in. Returns the ingest request ids.
   QList<qint64> addFiles(const QStringList& paths, bool open_first = true);

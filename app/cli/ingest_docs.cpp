@@ -15,6 +15,7 @@
 #include "app/paths.h"
 #include "app/runtime/snapshot_budget.h"
 #include "app/settings/app_settings.h"
+#include "app/store/display_title.h"
 #include "app/store/library.h"
 
 namespace spw::cli {
@@ -43,6 +44,7 @@ Expected<std::unique_ptr<Library>> open_library(const std::string& data_dir) {
 nlohmann::json document_json(const DocumentRecord& d) {
   return {{"id", d.id},
           {"title", d.title},
+          {"display_title", app::display_title(d.title, d.path)},
           {"path", d.path},
           {"sha256", d.sha256},
           {"pages", d.n_pages},
@@ -212,7 +214,8 @@ int docs_list(Library& lib, const DocsArgs& a) {
   std::printf("%4s  %5s  %10s  %-24s  %s\n", "ID", "PAGES", "CHARS", "FLAGS", "TITLE");
   for (const DocumentRecord& d : *docs) {
     std::printf("%4lld  %5d  %10lld  %-24s  %s\n", static_cast<long long>(d.id), d.n_pages,
-                static_cast<long long>(d.n_chars), flags_text(d).c_str(), d.title.c_str());
+                static_cast<long long>(d.n_chars), flags_text(d).c_str(),
+                app::display_title(d.title, d.path).c_str());
   }
   return 0;
 }
@@ -288,9 +291,11 @@ int docs_show(Library& lib, const DocsArgs& a) {
     }
     return 0;
   }
-  std::printf("id:         %lld\ntitle:      %s\npath:       %s\nsha256:     %s\n",
-              static_cast<long long>(doc->id), doc->title.c_str(), doc->path.c_str(),
-              doc->sha256.c_str());
+  const std::string shown = app::display_title(doc->title, doc->path);
+  std::printf("id:         %lld\ntitle:      %s\n", static_cast<long long>(doc->id), shown.c_str());
+  if (!doc->title.empty() && doc->title != shown)
+    std::printf("pdf title:  %s\n", doc->title.c_str());
+  std::printf("path:       %s\nsha256:     %s\n", doc->path.c_str(), doc->sha256.c_str());
   std::printf("pages:      %d\ncharacters: %lld\nflags:      %s\n", doc->n_pages,
               static_cast<long long>(doc->n_chars), flags_text(*doc).c_str());
   std::printf("%s (all documents)\n", app::snapshot_usage_text(kv.usage, kv.budget).c_str());
