@@ -126,6 +126,7 @@ class LocalGenerator final : public Generator {
     a.sampling.seed = req.seed;
     a.map_reduce = req.map_reduce;
     a.snapshot_dir = snapshots_;
+    a.continue_parts = req.continue_parts;
     RunCallbacks cb;
     cb.cancelled = req.cancelled;
     cb.progress = req.events;
@@ -136,7 +137,10 @@ class LocalGenerator final : public Generator {
       };
     }
     GenResult out;
-    auto r = ask_library_document(*engine_, *lib_, a, cb);
+    std::function<void(int, int, int, int)> part_start;
+    if (req.part_start)
+      part_start = [&](int part, int n_parts, int, int) { req.part_start(part, n_parts); };
+    auto r = ask_library_document(*engine_, *lib_, a, cb, part_start);
     if (!r) {
       out.error = r.error().message;
       out.transient = jobs_db::is_busy_message(out.error);
@@ -150,6 +154,13 @@ class LocalGenerator final : public Generator {
     out.prefill_s = r->prefill_s;
     out.decode_s = r->decode_s;
     out.reused_snapshot = r->result.reused_snapshot;
+    out.n_parts = r->result.n_parts;
+    out.parts_kept = r->result.parts_kept;
+    if (r->result.stopped_between_parts) {
+      // Cancelled between parts: the finished parts are stored for the next run to keep.
+      out.ok = false;
+      out.error = "cancelled";
+    }
     return out;
   }
 

@@ -214,6 +214,22 @@ Expected<bool> holds_running(sqlite3* db, int64_t id, const std::string& owner) 
   return st->text(0) == "running" && !st->flag(1) && st->text(2) == owner;
 }
 
+JobDocumentProgress read_progress(const Stmt& st, int col) {
+  JobDocumentProgress p;
+  p.known = st.flag(col);
+  p.phase = st.text(col + 1);
+  p.prompt = st.i32(col + 2);
+  p.n_prompts = st.i32(col + 3);
+  p.part = st.i32(col + 4);
+  p.n_parts = st.i32(col + 5);
+  p.parts_done = st.i32(col + 6);
+  p.tokens_done = st.i64(col + 7);
+  p.tokens_total = st.i64(col + 8);
+  p.eta_s = p.known ? st.f64(col + 9) : -1;
+  p.updated_ms = st.i64(col + 10);
+  return p;
+}
+
 Expected<JobRecord> read_job(sqlite3* db, int64_t id) {
   auto r = read_jobs(db, " WHERE j.id = ?", id);
   if (!r) return r.error();
@@ -299,10 +315,14 @@ Expected<std::optional<JobDocument>> claim_next_document(sqlite3* db, int64_t id
   }
   // Pending, or running under another owner: we hold the job's lease, so that runner is gone.
   // A document running under our own owner id is one this runner left (a retry): take it too.
-  auto st = Stmt::prepare(db,
-                          "SELECT doc_id, position, title, attempts FROM job_documents WHERE "
-                          "job_id = ? AND state IN ('pending', 'running') ORDER BY position "
-                          "LIMIT 1");
+  auto st = Stmt::prepare(
+      db,
+      std::string("SELECT d.doc_id, d.position, d.title, d.attempts, d.state, d.owner, "
+                  "d.deaths, d.death_prompt, d.death_part, ") +
+          kProgressColumns +
+          " FROM job_documents d LEFT JOIN job_document_progress p ON p.job_id = d.job_id AND "
+          "p.doc_id = d.doc_id WHERE d.job_id = ? AND d.state IN ('pending', 'running') ORDER BY "
+          "d.position LIMIT 1");
   if (!st) return st.error();
   st->bind(1, id);
   auto row = st->step();
@@ -314,14 +334,33 @@ Expected<std::optional<JobDocument>> claim_next_document(sqlite3* db, int64_t id
   d.position = st->i32(1);
   d.title = st->text(2);
   d.attempts = st->i32(3) + 1;
+  const bool orphaned = st->text(4) == "running" && st->text(5) != owner;
+  d.deaths = st->i32(6);
+  int death_prompt = st->i32(7), death_part = st->i32(8);
+  d.progress = read_progress(*st, 9);
+  if (orphaned) {
+    // Its runner died there: a repeat unless that run got past the last death's place.
+    const int prompt = d.progress.prompt, part = d.progress.part;
+    const bool further = prompt > death_prompt || (prompt == death_prompt && part > death_part);
+    if (d.deaths > 0 && !further) {
+      ++d.deaths;
+    } else {
+      d.deaths = 1;
+      death_prompt = prompt;
+      death_part = part;
+    }
+  }
   d.state = DocState::Running;
   d.owner = owner;
   d.started_ms = now_ms;
-  if (auto s =
-          run_sql(db,
-                  "UPDATE job_documents SET state = 'running', owner = ?, attempts = "
-                  "attempts + 1, started_ms = ? WHERE job_id = ? AND doc_id = ?",
-                  [&](Stmt& s) { s.bind(1, owner).bind(2, now_ms).bind(3, id).bind(4, d.doc_id); });
+  if (auto s = run_sql(db,
+                       "UPDATE job_documents SET state = 'running', owner = ?, attempts = "
+                       "attempts + 1, started_ms = ?, deaths = ?, death_prompt = ?, death_part = "
+                       "? WHERE job_id = ? AND doc_id = ?",
+                       [&](Stmt& s) {
+                         s.bind(1, owner).bind(2, now_ms).bind(3, d.deaths);
+                         s.bind(4, death_prompt).bind(5, death_part).bind(6, id).bind(7, d.doc_id);
+                       });
       !s)
     return s.error();
   if (auto s = tx.commit(); !s) return s.error();
@@ -368,11 +407,13 @@ Expected<bool> store_document_results(sqlite3* db, int64_t job_id, int64_t doc_i
   if (auto s = run_sql(db,
                        "UPDATE job_documents SET state = 'done', owner = '', reason = '', "
                        "finished_ms = ?, prompt_tokens = ?, generated_tokens = ?, decode_s = ?, "
-                       "reused_snapshot = ? WHERE job_id = ? AND doc_id = ?",
+                       "reused_snapshot = ?, n_parts = ?, parts_kept = ?, deaths = 0 WHERE job_id "
+                       "= ? AND doc_id = ?",
                        [&](Stmt& s) {
                          s.bind(1, now_ms).bind(2, stats.prompt_tokens);
                          s.bind(3, stats.generated_tokens).bind(4, stats.decode_s);
-                         s.bind(5, stats.reused_snapshot).bind(6, job_id).bind(7, doc_id);
+                         s.bind(5, stats.reused_snapshot).bind(6, stats.n_parts);
+                         s.bind(7, stats.parts_kept).bind(8, job_id).bind(9, doc_id);
                        });
       !s)
     return s.error();
@@ -381,6 +422,25 @@ Expected<bool> store_document_results(sqlite3* db, int64_t job_id, int64_t doc_i
   }
   if (auto s = tx.commit(); !s) return s.error();
   return true;
+}
+
+Status write_document_progress(sqlite3* db, int64_t job_id, int64_t doc_id,
+                               const std::string& owner, const JobDocumentProgress& p) {
+  return run_sql(
+      db,
+      "INSERT INTO job_document_progress (job_id, doc_id, phase, prompt, n_prompts, part, "
+      "n_parts, parts_done, tokens_done, tokens_total, eta_s, updated_ms) SELECT ?1, ?2, ?3, ?4, "
+      "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 WHERE EXISTS (SELECT 1 FROM job_documents WHERE job_id "
+      "= ?1 AND doc_id = ?2 AND state = 'running' AND owner = ?13) ON CONFLICT (job_id, doc_id) "
+      "DO UPDATE SET phase = excluded.phase, prompt = excluded.prompt, n_prompts = "
+      "excluded.n_prompts, part = excluded.part, n_parts = excluded.n_parts, parts_done = "
+      "excluded.parts_done, tokens_done = excluded.tokens_done, tokens_total = "
+      "excluded.tokens_total, eta_s = excluded.eta_s, updated_ms = excluded.updated_ms",
+      [&](Stmt& s) {
+        s.bind(1, job_id).bind(2, doc_id).bind(3, p.phase).bind(4, p.prompt).bind(5, p.n_prompts);
+        s.bind(6, p.part).bind(7, p.n_parts).bind(8, p.parts_done).bind(9, p.tokens_done);
+        s.bind(10, p.tokens_total).bind(11, p.eta_s).bind(12, p.updated_ms).bind(13, owner);
+      });
 }
 
 Status fail_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner,

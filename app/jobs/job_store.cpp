@@ -304,10 +304,14 @@ Expected<JobRecord> JobStore::job(int64_t id) { return jobs_db::read_job(impl_->
 
 Expected<std::vector<JobDocument>> JobStore::documents(int64_t job_id) {
   if (auto j = job(job_id); !j) return j.error();
-  auto st = Stmt::prepare(impl_->db,
-                          "SELECT doc_id, position, title, state, attempts, reason, owner, "
-                          "started_ms, finished_ms, prompt_tokens, generated_tokens, decode_s, "
-                          "reused_snapshot FROM job_documents WHERE job_id = ? ORDER BY position");
+  auto st = Stmt::prepare(
+      impl_->db, std::string("SELECT d.doc_id, d.position, d.title, d.state, d.attempts, d.reason, "
+                             "d.owner, d.started_ms, d.finished_ms, d.prompt_tokens, "
+                             "d.generated_tokens, d.decode_s, d.reused_snapshot, d.n_parts, "
+                             "d.parts_kept, d.deaths, ") +
+                     jobs_db::kProgressColumns +
+                     " FROM job_documents d LEFT JOIN job_document_progress p ON p.job_id = "
+                     "d.job_id AND p.doc_id = d.doc_id WHERE d.job_id = ? ORDER BY d.position");
   if (!st) return st.error();
   st->bind(1, job_id);
   std::vector<JobDocument> out;
@@ -330,6 +334,10 @@ Expected<std::vector<JobDocument>> JobStore::documents(int64_t job_id) {
     d.generated_tokens = st->i64(10);
     d.decode_s = st->f64(11);
     d.reused_snapshot = st->flag(12);
+    d.n_parts = st->i32(13);
+    d.parts_kept = st->i32(14);
+    d.deaths = st->i32(15);
+    d.progress = jobs_db::read_progress(*st, 16);
     out.push_back(std::move(d));
   }
   return out;
@@ -464,7 +472,7 @@ Expected<int> JobStore::retry_failed(int64_t id) {
       return s;
     if (auto s = jobs_db::run_sql(db,
                                   "UPDATE job_documents SET state = 'pending', attempts = 0, "
-                                  "owner = '' WHERE job_id = ? AND state = 'failed'",
+                                  "deaths = 0, owner = '' WHERE job_id = ? AND state = 'failed'",
                                   [&](Stmt& s) { s.bind(1, id); });
         !s)
       return s;
@@ -500,6 +508,18 @@ Expected<std::vector<int64_t>> JobStore::due_jobs(const DueContext& ctx, int64_t
       continue;
     }
     if (j.state == JobState::Queued && job_is_due(j, ctx)) out.push_back(j.id);
+  }
+  return out;
+}
+
+Expected<std::vector<JobRecord>> JobStore::leased_jobs(const DueContext& ctx, int64_t now_ms) {
+  auto all = jobs();
+  if (!all) return all.error();
+  std::vector<JobRecord> out;
+  for (JobRecord& j : *all) {
+    if (j.lease_owner.empty() || j.lease_expires_ms <= now_ms || j.paused) continue;
+    if (j.state == JobState::Running || (j.state == JobState::Queued && job_is_due(j, ctx)))
+      out.push_back(std::move(j));
   }
   return out;
 }

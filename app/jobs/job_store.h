@@ -40,6 +40,15 @@ bool is_busy_message(const std::string& message);
 /// busy timeout (ms).
 Expected<sqlite3*> open_connection(const std::filesystem::path& db_file, int busy_timeout_ms);
 
+/// The progress row's columns of a query joining job_document_progress as `p` (LEFT JOIN),
+/// read back by read_progress from column `col` on.
+inline constexpr const char* kProgressColumns =
+    "p.job_id IS NOT NULL, COALESCE(p.phase, ''), COALESCE(p.prompt, 0), COALESCE(p.n_prompts, "
+    "0), COALESCE(p.part, 0), COALESCE(p.n_parts, 0), COALESCE(p.parts_done, 0), "
+    "COALESCE(p.tokens_done, 0), COALESCE(p.tokens_total, 0), COALESCE(p.eta_s, -1), "
+    "COALESCE(p.updated_ms, 0)";
+JobDocumentProgress read_progress(const sql::Stmt& st, int col);
+
 /// Reads one job by id from `db` (JobStore::job without a store).
 Expected<JobRecord> read_job(sqlite3* db, int64_t id);
 /// Every job row matching `where` (SQL after FROM ... , e.g. " WHERE j.id = ?" with `id` bound
@@ -70,6 +79,10 @@ Status release_lease(sqlite3* db, int64_t id, const std::string& owner);
 /// Claims the first unfinished document of job `id` (pending, or running under another owner:
 /// orphaned by a runner whose lease we took over) while we hold the lease and the job runs.
 /// std::nullopt: nothing left to claim, or the lease/job state says stop (`stop` set then).
+/// An orphaned document is a death of its runner: it counts toward JobDocument::deaths when that
+/// run got no further (its progress row's prompt and part) than the death before it, else the
+/// count starts again at 1 there. The returned document's `progress` is the row as the last run
+/// left it.
 Expected<std::optional<JobDocument>> claim_next_document(sqlite3* db, int64_t id,
                                                          const std::string& owner, int64_t now_ms,
                                                          bool* stop);
@@ -79,6 +92,7 @@ struct DocStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double decode_s = 0;
   bool reused_snapshot = false;
+  int n_parts = 0, parts_kept = 0;
 };
 /// Stores a document's results and marks it done, only while our claim holds. false: the claim
 /// was lost (nothing written). `hook` runs inside the transaction before commit (tests).
@@ -87,6 +101,9 @@ Expected<bool> store_document_results(sqlite3* db, int64_t job_id, int64_t doc_i
                                       const std::vector<JobResult>& results, const DocStats& stats,
                                       int64_t now_ms, int64_t now_s,
                                       const std::function<Status(int64_t, int64_t)>& hook);
+/// Writes a claimed document's progress row (only while our claim holds; nothing otherwise).
+Status write_document_progress(sqlite3* db, int64_t job_id, int64_t doc_id,
+                               const std::string& owner, const JobDocumentProgress& p);
 /// Marks a claimed document failed with `reason` (only while our claim holds).
 Status fail_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner,
                      const std::string& reason, int64_t now_ms);

@@ -8,6 +8,8 @@
 #include "app/jobs/job_store.h"
 #include "app/jobs/jobs.h"
 #include "app/jobs/jobs_test_util.h"
+#include "app/store/migrations.h"
+#include "app/store/search_tokenizer.h"
 #include "app/store/test_temp_dir.h"
 
 namespace spw::app {
@@ -251,6 +253,93 @@ TEST(JobStore, ClaimsFollowTheLeaseAndAStaleOwnerCannotStore) {
   auto results = f.store->results(id);
   ASSERT_EQ(results->size(), 1u);
   EXPECT_EQ((*results)[0].text, "from B");
+}
+
+// A library made by schema 8 (before the per-document progress of migration 009), with a job
+// half done in it: opened now, its documents read back with no progress and no deaths, and the
+// runner's progress rows and crash counts work on it.
+TEST(JobStoreMigration, AJobOfTheSchemaBeforeProgressRowsIsReadAndRunsOn) {
+  TempDir tmp{"spillway-jobs-migrate"};
+  const std::filesystem::path file = library_db_file(tmp.path());
+  const auto all = migrations();
+  ASSERT_GE(all.size(), 9u);
+  ASSERT_STREQ(all[8].name, "job_document_progress");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    ASSERT_TRUE(register_search_tokenizer(db).ok());  // 006 makes the index with it
+    for (size_t i = 0; i < 8; ++i) {
+      ASSERT_EQ(sqlite3_exec(db, all[i].sql, nullptr, nullptr, nullptr), SQLITE_OK)
+          << all[i].name << ": " << sqlite3_errmsg(db);
+    }
+    const char* rows =
+        "PRAGMA user_version = 8;"
+        "INSERT INTO documents (id, sha256, title, path, n_pages, n_chars, added_at) VALUES "
+        "(1, 'a', 'A', '/a.pdf', 1, 0, 0), (2, 'b', 'B', '/b.pdf', 1, 0, 0);"
+        "INSERT INTO jobs (id, title, task, params, model_path, state, created) VALUES "
+        "(1, 'old job', 'summary', '{}', '/m.gguf', 'running', 5);"
+        "INSERT INTO job_documents (job_id, doc_id, position, title, state, attempts, "
+        "generated_tokens) VALUES (1, 1, 0, 'A', 'done', 1, 42), (1, 2, 1, 'B', 'running', 2, 0);"
+        "INSERT INTO job_results (job_id, doc_id, text, created) VALUES (1, 1, 'kept', 5);";
+    ASSERT_EQ(sqlite3_exec(db, rows, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  auto store = JobStore::open(file);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  sqlite3* db = (*store)->handle();
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), static_cast<int>(all.size()));
+  sqlite3_finalize(st);
+  auto docs = (*store)->documents(1);
+  ASSERT_TRUE(docs.ok()) << docs.error().message;
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_EQ((*docs)[0].state, DocState::Done);
+  EXPECT_EQ((*docs)[0].generated_tokens, 42);
+  EXPECT_EQ((*docs)[1].attempts, 2);
+  for (const JobDocument& d : *docs) {
+    EXPECT_FALSE(d.progress.known);
+    EXPECT_EQ(d.progress.eta_s, -1);
+    EXPECT_EQ(d.deaths, 0);
+    EXPECT_EQ(d.n_parts, 0);
+    EXPECT_EQ(d.parts_kept, 0);
+  }
+  EXPECT_EQ((*(*store)->results(1))[0].text, "kept");
+  // The old runner (owner '') is gone; a new one claims document 2: one death, at its start.
+  std::string why;
+  ASSERT_EQ(*jobs_db::acquire_lease(db, 1, "new", 1000, 500, 1, &why),
+            jobs_db::LeaseResult::Acquired);
+  bool stop = false;
+  auto c = jobs_db::claim_next_document(db, 1, "new", 1000, &stop);
+  ASSERT_TRUE(c.ok() && c->has_value()) << (c.ok() ? "" : c.error().message);
+  EXPECT_EQ((*c)->doc_id, 2);
+  EXPECT_EQ((*c)->deaths, 1);
+  JobDocumentProgress p;
+  p.phase = "decode";
+  p.n_prompts = 1;
+  p.tokens_done = 7;
+  p.tokens_total = 24;
+  p.eta_s = 1.5;
+  p.updated_ms = 1234;
+  ASSERT_TRUE(jobs_db::write_document_progress(db, 1, 2, "new", p).ok());
+  const JobDocument d2 = (*(*store)->documents(1))[1];
+  EXPECT_TRUE(d2.progress.known);
+  EXPECT_EQ(d2.progress.phase, "decode");
+  EXPECT_EQ(d2.progress.tokens_done, 7);
+  EXPECT_EQ(d2.progress.tokens_total, 24);
+  EXPECT_DOUBLE_EQ(d2.progress.eta_s, 1.5);
+  EXPECT_EQ(d2.progress.updated_ms, 1234);
+  EXPECT_EQ(d2.deaths, 1);
+  // Removing the job removes its progress rows.
+  ASSERT_TRUE(jobs_db::requeue_job(db, 1, "new").ok());
+  ASSERT_TRUE((*store)->cancel(1).ok());
+  ASSERT_TRUE((*store)->remove(1).ok());
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM job_document_progress", -1, &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 0);
+  sqlite3_finalize(st);
 }
 
 }  // namespace

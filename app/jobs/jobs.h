@@ -11,9 +11,10 @@
 // Crash safety: a runner holds a lease on the job it works on (owner id, heartbeat every
 // RunnerOptions::heartbeat_ms, expiry after lease_ms without one). A lease whose heartbeat
 // stopped (a killed process) is taken over by the next runner, which resumes at the first
-// unfinished document. Each document is claimed inside a BEGIN IMMEDIATE transaction that checks
-// the lease, and a result is stored only while its claim is still held, so two runners (GUI
-// and CLI, or two CLIs) on one database never process a document twice.
+// unfinished document, and inside a map-reduce document at its first part without a stored
+// answer (the library's part_answers). Each document is claimed inside a BEGIN IMMEDIATE
+// transaction that checks the lease, and a result is stored only while its claim is still held, so
+// two runners (GUI and CLI, or two CLIs) on one database never process a document twice.
 //
 // Times: unix seconds for what users see (created, due, started, finished); leases and
 // heartbeats in unix milliseconds.
@@ -114,6 +115,22 @@ struct JobRecord {
   double eta_s = -1;        // remaining documents x mean seconds per finished one; -1: unknown
 };
 
+/// Where a document's run is, as its runner last wrote it (migration 009): at most about once a
+/// second and at every map-reduce part. Kept after the document finishes (its last state).
+struct JobDocumentProgress {
+  bool known = false;             // a runner wrote it; false: the document has not run yet
+  std::string phase;              // "prefill" | "part" | "decode"; empty before the first event
+  int prompt = 0, n_prompts = 0;  // the prompt in progress (0-based) of the document's prompts
+  /// Map-reduce: the part in progress (1-based; n_parts + 1 while the parts' answers are
+  /// combined) and the parts answered so far (kept ones included); 0 when not map-reduce.
+  int part = 0, n_parts = 0, parts_done = 0;
+  /// The phase's tokens: prompt positions in the KV (prefill) or tokens generated of n_predict
+  /// (decode; total 0 when unbounded).
+  int64_t tokens_done = 0, tokens_total = 0;
+  double eta_s = -1;       // the document's answer (map-reduce: every part left); < 0: unknown
+  int64_t updated_ms = 0;  // unix milliseconds
+};
+
 /// One document of a job.
 struct JobDocument {
   int64_t job_id = 0;
@@ -128,6 +145,13 @@ struct JobDocument {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double decode_s = 0;
   bool reused_snapshot = false;  // the document's saved KV was restored
+  /// Map-reduce, once done: parts over all its prompts, and how many of them an earlier run
+  /// (killed or stopped) had answered (kept, not asked again).
+  int n_parts = 0, parts_kept = 0;
+  /// Runs that died (the process killed or crashed) in a row without getting past the same
+  /// place (prompt, part); RunnerOptions::crash_loop_deaths of them give the document up.
+  int deaths = 0;
+  JobDocumentProgress progress;
 };
 
 /// A citation of a result, as checked against the page text (app/ask/citations.h).
@@ -191,7 +215,7 @@ class JobStore final {
   Expected<std::vector<JobRecord>> jobs();
   /// One job. Error "no job with id N".
   Expected<JobRecord> job(int64_t id);
-  /// A job's documents in run order.
+  /// A job's documents in run order, each with its progress.
   Expected<std::vector<JobDocument>> documents(int64_t job_id);
   /// A job's results, by document position then clause order.
   Expected<std::vector<JobResult>> results(int64_t job_id);
@@ -220,6 +244,9 @@ class JobStore final {
   /// Queued, unpaused jobs that are due under `ctx`, in run order, whose lease is free or
   /// expired at `now_ms`.
   Expected<std::vector<int64_t>> due_jobs(const DueContext& ctx, int64_t now_ms);
+  /// Jobs that would be due under `ctx` (queued and due, or running) but whose lease is live at
+  /// `now_ms`: held by a runner, or by one that died and whose lease has not expired yet.
+  Expected<std::vector<JobRecord>> leased_jobs(const DueContext& ctx, int64_t now_ms);
 
   /// The database file.
   const std::filesystem::path& file() const;
@@ -245,6 +272,12 @@ struct GenRequest {
   float temp = 0.0f;
   uint32_t seed = 0;
   bool map_reduce = true;
+  /// Map-reduce: parts whose answers are stored (a killed or stopped run of the same prompt)
+  /// are kept, the prompt continues at the next part (app/ask/ask.h AskParams::continue_parts).
+  bool continue_parts = true;
+  /// Map-reduce: part `part` of `n_parts` begins (1-based; 0 when the combination begins),
+  /// kept parts included.
+  std::function<void(int part, int n_parts)> part_start;
   /// Polled during generation (every ubatch and token): true stops with error "cancelled".
   std::function<bool()> cancelled;
   /// Tokens generated so far (the live tokens/s).
@@ -264,6 +297,7 @@ struct GenResult {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double prefill_s = 0, decode_s = 0;
   bool reused_snapshot = false;
+  int n_parts = 0, parts_kept = 0;  // map-reduce: the parts, and those kept from a stored run
   std::string error;
   bool transient = false;
 };
@@ -312,8 +346,11 @@ struct RunnerOptions {
   int64_t heartbeat_ms = 2000;      // how often the lease is renewed
   int64_t lease_ms = 15000;         // a lease without heartbeat for this long may be taken over
   int max_attempts = 3;             // per document, transient failures only
-  int64_t backoff_ms = 1000;        // first retry delay; doubles each retry
-  int64_t watch_poll_ms = 5000;     // run_watch: how often the queue is checked
+  /// A document whose runs died this many times in a row at the same place (prompt and
+  /// map-reduce part) is given up (a crash loop); deaths further on do not count.
+  int crash_loop_deaths = 3;
+  int64_t backoff_ms = 1000;     // first retry delay; doubles each retry
+  int64_t watch_poll_ms = 5000;  // run_watch: how often the queue is checked
   /// Default (empty): the local engine, or the remote client for jobs with an endpoint.
   GeneratorFactory generator;
   /// Stops the runner (the current prompt is cancelled; its document returns to pending).

@@ -57,6 +57,11 @@ struct Script {
   std::vector<std::string> absent_clauses;
   /// Called at the start of every run() (outside the lock); may wait for req.cancelled().
   std::function<void(const GenRequest&)> during;
+  /// Map-reduce documents: their parts. run() reports each part's start (GenRequest::part_start)
+  /// with a prefill event (50 of 100 tokens) and a part event (k of N), calls at_part, then
+  /// the combination's start; the result says N parts, none kept.
+  std::map<int64_t, int> parts;
+  std::function<void(int64_t doc_id, int part)> at_part;
   int total_calls() {
     std::lock_guard<std::mutex> lock(mu);
     int n = 0;
@@ -76,6 +81,28 @@ class ScriptedGenerator final : public Generator {
   GenResult run(const GenRequest& req) override {
     if (s_->during) s_->during(req);
     GenResult r;
+    int n_parts = 0;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      n_parts = s_->parts.count(req.doc_id) ? s_->parts[req.doc_id] : 0;
+    }
+    for (int k = 1; k <= n_parts; ++k) {
+      if (req.part_start) req.part_start(k, n_parts);
+      ProgressEvent e;
+      e.phase = ProgressPhase::Prefill;
+      e.done = 50;
+      e.total = 100;
+      e.eta_s = 1;
+      if (req.events) req.events(e);
+      e.phase = ProgressPhase::Part;
+      e.done = k;
+      e.total = n_parts;
+      e.eta_s = 10.0 * (n_parts - k);
+      if (req.events) req.events(e);
+      if (s_->at_part) s_->at_part(req.doc_id, k);
+    }
+    if (n_parts > 0 && req.part_start) req.part_start(0, n_parts);
+    r.n_parts = n_parts;
     std::lock_guard<std::mutex> lock(s_->mu);
     ++s_->calls[req.doc_id];
     auto& q = s_->failures[req.doc_id];

@@ -2,8 +2,11 @@
 // with backoff, and the job's final state.
 #include "app/jobs/runner.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -11,9 +14,11 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "app/jobs/doc_progress.h"
 #include "app/jobs/job_store.h"
 #include "app/store/sqlite_stmt.h"
 
@@ -121,6 +126,39 @@ class Heartbeat final {
 
 enum class DocOutcome { Done, Failed, Stopped, Lost };
 
+// "part 3 of 5", "the combination of 5 parts' answers", "prompt 2 of 5, part 1 of 3", "its
+// start": where a run was when it last wrote its progress.
+std::string place_text(const JobDocumentProgress& p) {
+  std::string part;
+  if (p.n_parts > 0 && p.part > p.n_parts)
+    part = fmt::format("the combination of its {} parts' answers", p.n_parts);
+  else if (p.n_parts > 0 && p.part > 0)
+    part = fmt::format("part {} of {}", p.part, p.n_parts);
+  if (p.n_prompts > 1) {
+    const std::string prompt = fmt::format("prompt {} of {}", p.prompt + 1, p.n_prompts);
+    return part.empty() ? prompt : prompt + ", " + part;
+  }
+  return part.empty() ? std::string("its start") : part;
+}
+
+// Whether the lease holder `owner` (default_owner's "<host>:<pid>:<random>") is a process of
+// this host that has ended: its lease can only expire. Unknown (another host, another form):
+// false.
+bool holder_gone(const std::string& owner, int64_t* pid_out) {
+  const size_t last = owner.rfind(':');
+  if (last == std::string::npos || last == 0) return false;
+  const size_t mid = owner.rfind(':', last - 1);
+  if (mid == std::string::npos) return false;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || owner.substr(0, mid) != host) return false;
+  const std::string pid_text = owner.substr(mid + 1, last - mid - 1);
+  char* end = nullptr;
+  const long pid = std::strtol(pid_text.c_str(), &end, 10);
+  if (pid_text.empty() || *end != '\0' || pid <= 0) return false;
+  *pid_out = pid;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
 struct Runner::Impl {
@@ -163,6 +201,10 @@ struct Runner::Impl {
                           int& docs_timed);
   Expected<RunSummary> run_job(int64_t id);
   Expected<RunSummary> run_due();
+  Expected<int64_t> wait_for_dead_leases(const DueContext& ctx, const std::set<int64_t>& tried);
+
+  // Lease notes already given (job, holder), so that --watch says each once.
+  std::set<std::pair<int64_t, std::string>> lease_noted;
 };
 
 Runner::Runner() : impl_(std::make_unique<Impl>()) {}
@@ -226,11 +268,19 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
     (void)jobs_db::release_document(d, job_id, doc.doc_id, owner);
     return DocOutcome::Stopped;
   };
-  // A document whose runs keep dying (a crash in it) must not block the job forever.
-  const int max_claims = opt.max_attempts + 3;
-  if (doc.attempts > max_claims) {
-    return fail(fmt::format("given up after {} runs that each stopped before it finished",
-                            doc.attempts - 1));
+  // A document whose runs keep dying at the same place (a crash in it) must not block the job
+  // forever; runs killed further on each time are progress, not a crash loop.
+  if (doc.deaths >= opt.crash_loop_deaths) {
+    return fail(fmt::format(
+        "given up: its runner died {} times in a row at {} without getting further (a crash "
+        "loop; 'jobs retry {}' tries it again)",
+        doc.deaths, place_text(doc.progress), job_id));
+  }
+  if (doc.deaths > 0) {
+    note(fmt::format(
+        "job {}: document {}: its last runner died at {}; resuming ({} of {} deaths "
+        "there before it is given up)",
+        job_id, doc.doc_id, place_text(doc.progress), doc.deaths, opt.crash_loop_deaths));
   }
   doc_state(job_id, doc.doc_id, DocState::Running, "");
   const auto started = std::chrono::steady_clock::now();
@@ -241,7 +291,15 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
   progress.doc_id = doc.doc_id;
   progress.n_prompts = static_cast<int>(prompts.size());
   auto last_emit = std::chrono::steady_clock::now();
+  DocProgressWriter::Params wp;
+  wp.db = d;
+  wp.job_id = job_id;
+  wp.doc_id = doc.doc_id;
+  wp.owner = owner;
+  wp.n_prompts = static_cast<int>(prompts.size());
+  DocProgressWriter place(std::move(wp));
   for (size_t i = 0; i < prompts.size(); ++i) {
+    place.prompt_begin(static_cast<int>(i));
     progress.prompt_index = static_cast<int>(i);
     progress.tokens_per_s = 0;
     if (cb.progress) cb.progress(progress);
@@ -255,7 +313,12 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
       req.seed = job.spec.seed;
       req.map_reduce = job.spec.map_reduce;
       req.cancelled = [&] { return stopping() || hb.stop(); };
-      req.events = cb.events;
+      req.continue_parts = true;  // a killed or stopped run's finished parts are kept
+      req.part_start = [&](int part, int n_parts) { place.part_start(part, n_parts); };
+      req.events = [&](const ProgressEvent& e) {
+        place.event(e);  // first: an event seen outside is in the row already
+        if (cb.events) cb.events(e);
+      };
       req.usage = cb.usage;
       req.progress = [&](int64_t tokens, double decode_s) {
         const auto now = std::chrono::steady_clock::now();
@@ -292,6 +355,8 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
     stats.generated_tokens += r.generated_tokens;
     stats.decode_s += r.decode_s;
     stats.reused_snapshot = stats.reused_snapshot && r.reused_snapshot;
+    stats.n_parts += r.n_parts;
+    stats.parts_kept += r.parts_kept;
   }
   if (stopping() || hb.stop()) return stop();
   for (int attempt = 1;; ++attempt) {
@@ -317,8 +382,15 @@ DocOutcome Runner::Impl::run_document(const JobRecord& job, const JobDocument& d
   doc_seconds_sum += secs;
   ++docs_timed;
   doc_state(job_id, doc.doc_id, DocState::Done, "");
-  note(fmt::format("job {}: document {} done ({} tokens, {:.1f} s{})", job_id, doc.doc_id,
-                   stats.generated_tokens, secs, stats.reused_snapshot ? ", saved KV reused" : ""));
+  std::string parts;
+  if (stats.n_parts > 0) {
+    parts = fmt::format(", {} parts", stats.n_parts);
+    if (stats.parts_kept > 0)
+      parts += fmt::format(" ({} kept from an earlier run)", stats.parts_kept);
+  }
+  note(fmt::format("job {}: document {} done ({} tokens, {:.1f} s{}{})", job_id, doc.doc_id,
+                   stats.generated_tokens, secs, parts,
+                   stats.reused_snapshot ? ", saved KV reused" : ""));
   return DocOutcome::Done;
 }
 
@@ -448,6 +520,45 @@ Expected<RunSummary> Runner::Impl::run_job(int64_t id) {
   return sum;
 }
 
+// Says which due jobs a lease keeps from this runner, with the time left on it. A holder that
+// is a process of this host that has ended is a dead runner: its lease is waited for when it
+// ends within our own lease length (the milliseconds to wait are returned; 0: none); other
+// holders (alive, another host, a lease longer than that) are skipped.
+Expected<int64_t> Runner::Impl::wait_for_dead_leases(const DueContext& ctx,
+                                                     const std::set<int64_t>& tried) {
+  const int64_t now = now_ms();
+  auto held = retry_busy([&] { return store->leased_jobs(ctx, now); });
+  if (!held) return held.error();
+  int64_t wait_ms = 0;
+  for (const JobRecord& j : *held) {
+    if (tried.count(j.id) || j.lease_owner == owner) continue;
+    const int64_t left = std::max<int64_t>(0, j.lease_expires_ms - now);
+    int64_t pid = 0;
+    const bool gone = holder_gone(j.lease_owner, &pid);
+    const bool wait = gone && left <= opt.lease_ms;
+    if (wait) wait_ms = std::max(wait_ms, left + 50);
+    if (!lease_noted.insert({j.id, j.lease_owner}).second) continue;
+    if (wait) {
+      note(
+          fmt::format("job {}: its runner {} has ended (process {}); waiting {:.1f} s for its "
+                      "lease to expire, then resuming it",
+                      j.id, j.lease_owner, pid, left / 1000.0));
+    } else if (gone) {
+      note(
+          fmt::format("job {}: skipped: its runner {} has ended (process {}) but its lease "
+                      "runs {:.1f} s more; run-due again after that resumes it",
+                      j.id, j.lease_owner, pid, left / 1000.0));
+    } else {
+      note(
+          fmt::format("job {}: skipped: runner {} holds its lease for {:.1f} s more (renewed "
+                      "while that runner lives; if it died, the job resumes once the lease "
+                      "expires)",
+                      j.id, j.lease_owner, left / 1000.0));
+    }
+  }
+  return wait_ms;
+}
+
 Expected<RunSummary> Runner::Impl::run_due() {
   RunSummary total;
   std::set<int64_t> tried;
@@ -475,7 +586,12 @@ Expected<RunSummary> Runner::Impl::run_due() {
         break;
       }
     }
-    if (next == 0) break;
+    if (next == 0) {
+      auto wait = wait_for_dead_leases(ctx, tried);
+      if (!wait) return wait.error();
+      if (*wait > 0 && nap(*wait, nullptr)) continue;
+      break;
+    }
     tried.insert(next);
     auto r = run_job(next);
     if (!r) {

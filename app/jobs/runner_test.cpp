@@ -1,13 +1,21 @@
 // The job runner with a scripted generator (no model): results stored per document, clause
 // rows, a failed document not stopping the others, retries of transient failures, a failed
 // result write ("disk full"), a model that does not load, cancel and pause mid-job, a lease
-// taken over from a dead runner, and two runners at once processing every document once.
+// taken over from a dead runner (and waited for, or skipped, while it runs), deaths at the same
+// part (a crash loop) or further on, per-document progress rows, and two runners at once
+// processing every document once.
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
+#include "app/jobs/doc_progress.h"
 #include "app/jobs/job_store.h"
 #include "app/jobs/jobs.h"
 #include "app/jobs/jobs_test_util.h"
@@ -343,20 +351,196 @@ TEST(JobRunner, ALeaseWithoutHeartbeatIsTakenOverAtTheFirstUnfinishedDocument) {
   EXPECT_EQ(results[0].text, "finished by the dead runner");
 }
 
-TEST(JobRunner, ADocumentWhoseRunsKeepDyingIsGivenUp) {
+// A runner that claims job `id`'s next document, writes its progress at `part` of `n_parts`
+// and dies there (its lease expired long ago, its claim still running).
+void die_at(sqlite3* db, int64_t id, const std::string& owner, int part, int n_parts) {
+  std::string why;
+  // Each death a little later than the one before, all long ago (their leases expired).
+  static int64_t clock_ms = jobs_db::now_ms() - 3600 * 1000;
+  clock_ms += 2000;
+  const int64_t long_ago = clock_ms;
+  ASSERT_EQ(*jobs_db::acquire_lease(db, id, owner, long_ago, 1000, 1, &why),
+            jobs_db::LeaseResult::Acquired)
+      << why;
+  bool stop = false;
+  auto doc = jobs_db::claim_next_document(db, id, owner, long_ago, &stop);
+  ASSERT_TRUE(doc.ok() && doc->has_value());
+  JobDocumentProgress p;
+  p.phase = "prefill";
+  p.n_prompts = 1;
+  p.part = part;
+  p.n_parts = n_parts;
+  p.parts_done = part - 1;
+  p.updated_ms = long_ago;
+  ASSERT_TRUE(jobs_db::write_document_progress(db, id, (*doc)->doc_id, owner, p).ok());
+}
+
+TEST(JobRunner, ThreeDeathsAtTheSamePartAreACrashLoopAndTheDocumentIsGivenUp) {
   Fixture f(2);
   const int64_t id = f.add();
-  // Seven runners died on document 1 (each claim counts an attempt).
-  ASSERT_EQ(
-      sqlite3_exec(f.store->handle(), "UPDATE job_documents SET attempts = 6 WHERE position = 0",
-                   nullptr, nullptr, nullptr),
-      SQLITE_OK);
-  ASSERT_TRUE(f.runner()->run_due().ok());
+  sqlite3* db = f.store->handle();
+  for (int i = 0; i < 3; ++i) die_at(db, id, "dead" + std::to_string(i), 2, 5);
+  // The second and third runners found the document orphaned at part 2: two deaths there so
+  // far; this runner finds the third.
+  EXPECT_EQ((*f.store->documents(id))[0].deaths, 2);
+  std::vector<std::string> notes;
+  RunnerCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  ASSERT_TRUE(f.runner("R", cb)->run_due().ok());
   auto docs = *f.store->documents(id);
   EXPECT_EQ(docs[0].state, DocState::Failed);
-  EXPECT_EQ(docs[0].reason, "given up after 6 runs that each stopped before it finished");
+  EXPECT_EQ(docs[0].deaths, 3);
+  EXPECT_EQ(docs[0].reason,
+            "given up: its runner died 3 times in a row at part 2 of 5 without getting further "
+            "(a crash loop; 'jobs retry 1' tries it again)");
   EXPECT_EQ(docs[1].state, DocState::Done);
   EXPECT_EQ(f.script->calls_for(f.docs[0]), 0);
+  EXPECT_EQ(f.store->job(id)->state, JobState::Failed);
+  // Retried, it runs again from a clean count.
+  ASSERT_EQ(*f.store->retry_failed(id), 1);
+  EXPECT_EQ((*f.store->documents(id))[0].deaths, 0);
+  ASSERT_TRUE(f.runner("R")->run_due().ok());
+  EXPECT_EQ(f.store->job(id)->state, JobState::Done);
+  EXPECT_EQ(f.script->calls_for(f.docs[0]), 1);
+}
+
+TEST(JobRunner, DeathsAtAdvancingPartsAreNotCountedAndTheJobFinishes) {
+  Fixture f(1);
+  const int64_t id = f.add();
+  sqlite3* db = f.store->handle();
+  // Killed seven times, each time one part further (the first claim's death is found by the
+  // second runner, and so on).
+  for (int k = 1; k <= 7; ++k) {
+    die_at(db, id, "dead" + std::to_string(k), k, 8);
+    EXPECT_EQ((*f.store->documents(id))[0].deaths, k == 1 ? 0 : 1) << "after the death at " << k;
+  }
+  // A death no further than the one before counts: part 7 again, then part 6.
+  die_at(db, id, "again", 7, 8);
+  EXPECT_EQ((*f.store->documents(id))[0].deaths, 1);  // the death at 7 found here
+  die_at(db, id, "earlier", 6, 8);
+  EXPECT_EQ((*f.store->documents(id))[0].deaths, 2);  // 7 again: a repeat
+  std::vector<std::string> notes;
+  RunnerCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  ASSERT_TRUE(f.runner("R", cb)->run_due().ok());  // finds 6 after 7: a third death there
+  auto docs = *f.store->documents(id);
+  EXPECT_EQ(docs[0].state, DocState::Failed);
+  EXPECT_NE(docs[0].reason.find("died 3 times in a row at part 6 of 8"), std::string::npos)
+      << docs[0].reason;
+
+  // The same seven advancing deaths on a fresh job, then a runner that lives: done.
+  const int64_t id2 = f.add();
+  for (int k = 1; k <= 7; ++k) die_at(db, id2, "dead" + std::to_string(k), k, 8);
+  notes.clear();
+  ASSERT_TRUE(f.runner("R", cb)->run_job(id2).ok());
+  docs = *f.store->documents(id2);
+  EXPECT_EQ(docs[0].state, DocState::Done) << docs[0].reason;
+  EXPECT_EQ(docs[0].attempts, 8);
+  EXPECT_EQ(docs[0].deaths, 0);
+  bool said = false;
+  for (const std::string& n : notes)
+    said = said || n.find("its last runner died at part 7 of 8; resuming (1 of 3 deaths") !=
+                       std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(JobRunner, EachDocumentsProgressIsStoredAsItRuns) {
+  Fixture f(2);
+  const int64_t id = f.add();
+  f.script->parts[f.docs[0]] = 4;
+  std::vector<JobDocumentProgress> seen;
+  auto reader = JobStore::open(f.db).value();  // another connection, as the Jobs dock has
+  f.script->at_part = [&](int64_t doc, int) {
+    auto docs = reader->documents(id);
+    ASSERT_TRUE(docs.ok());
+    for (const JobDocument& d : *docs)
+      if (d.doc_id == doc) seen.push_back(d.progress);
+  };
+  ASSERT_TRUE(f.runner()->run_due().ok());
+  // Each part's start is written at once; its part event (k of 4 done) too.
+  ASSERT_EQ(seen.size(), 4u);
+  for (int k = 1; k <= 4; ++k) {
+    const JobDocumentProgress& p = seen[static_cast<size_t>(k - 1)];
+    EXPECT_TRUE(p.known);
+    EXPECT_EQ(p.phase, "part") << k;
+    EXPECT_EQ(p.part, k);
+    EXPECT_EQ(p.n_parts, 4);
+    EXPECT_EQ(p.parts_done, k);
+    EXPECT_EQ(p.tokens_done, 50);  // the part's prefill event
+    EXPECT_EQ(p.tokens_total, 100);
+    EXPECT_DOUBLE_EQ(p.eta_s, 10.0 * (4 - k));
+    EXPECT_GT(p.updated_ms, 0);
+  }
+  auto docs = *f.store->documents(id);
+  EXPECT_EQ(docs[0].state, DocState::Done);
+  EXPECT_EQ(docs[0].n_parts, 4);
+  EXPECT_EQ(docs[0].parts_kept, 0);
+  EXPECT_EQ(docs[0].progress.part, 5);  // the combination
+  EXPECT_EQ(docs[0].progress.parts_done, 4);
+  // Not map-reduce: the prompt's row only.
+  EXPECT_TRUE(docs[1].progress.known);
+  EXPECT_EQ(docs[1].progress.n_parts, 0);
+  EXPECT_EQ(docs[1].progress.n_prompts, 1);
+  EXPECT_EQ(docs[1].n_parts, 0);
+  // Every request asks to keep stored parts.
+  bool all_continue = true;
+  f.script->during = [&](const GenRequest& r) { all_continue = all_continue && r.continue_parts; };
+  ASSERT_TRUE(f.runner()->run_job(f.add()).ok());
+  EXPECT_TRUE(all_continue);
+}
+
+TEST(JobRunner, ProgressWritesAreThrottledExceptAtPartsAndPrompts) {
+  Fixture f(1);
+  const int64_t id = f.add();
+  sqlite3* db = f.store->handle();
+  std::string why;
+  ASSERT_EQ(*jobs_db::acquire_lease(db, id, "W", jobs_db::now_ms(), 60000, 1, &why),
+            jobs_db::LeaseResult::Acquired);
+  bool stop = false;
+  auto doc = jobs_db::claim_next_document(db, id, "W", jobs_db::now_ms(), &stop);
+  ASSERT_TRUE(doc.ok() && doc->has_value());
+  double now = 100;
+  DocProgressWriter::Params p;
+  p.db = db;
+  p.job_id = id;
+  p.doc_id = (*doc)->doc_id;
+  p.owner = "W";
+  p.n_prompts = 2;
+  p.clock = [&] { return now; };
+  p.now_ms = [&] { return static_cast<int64_t>(now * 1000); };
+  DocProgressWriter w(p);
+  w.prompt_begin(0);
+  EXPECT_EQ(w.writes(), 1);
+  ProgressEvent e;
+  e.phase = ProgressPhase::Prefill;
+  e.total = 1000;
+  for (int i = 1; i <= 25; ++i) {  // 2.5 s of ubatch events, ten a second
+    now = 100 + i * 0.1;
+    e.done = 40 * i;
+    e.eta_s = (1000 - e.done) / 400.0;
+    w.event(e);
+  }
+  EXPECT_EQ(w.writes(), 3);  // at 101.0 and 102.0 (plus the prompt's start)
+  auto row = (*f.store->documents(id))[0].progress;
+  EXPECT_EQ(row.phase, "prefill");
+  EXPECT_EQ(row.tokens_done, 800);  // as written at 102.0, not the latest 1000
+  EXPECT_EQ(row.updated_ms, 102000);
+  w.part_start(1, 3);
+  EXPECT_EQ(w.writes(), 4);
+  // The second prompt: its ETA counts it at the first prompt's time (3 s).
+  now += 0.5;
+  w.prompt_begin(1);
+  EXPECT_EQ(w.writes(), 5);
+  row = (*f.store->documents(id))[0].progress;
+  EXPECT_EQ(row.prompt, 1);
+  EXPECT_EQ(row.n_prompts, 2);
+  EXPECT_EQ(row.n_parts, 0);
+  EXPECT_NEAR(row.eta_s, 3.0, 1e-9);
+  // A runner whose claim was lost writes nothing.
+  ASSERT_TRUE(jobs_db::release_document(db, id, (*doc)->doc_id, "W").ok());
+  now += 5;
+  w.event(e);
+  EXPECT_EQ((*f.store->documents(id))[0].progress.updated_ms, row.updated_ms);
 }
 
 TEST(JobRunner, ALiveLeaseIsLeftAlone) {
@@ -366,7 +550,10 @@ TEST(JobRunner, ALiveLeaseIsLeftAlone) {
   ASSERT_EQ(
       *jobs_db::acquire_lease(f.store->handle(), id, "alive", jobs_db::now_ms(), 600000, 1, &why),
       jobs_db::LeaseResult::Acquired);
-  auto r = f.runner("R2");
+  std::vector<std::string> notes;
+  RunnerCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  auto r = f.runner("R2", cb);
   auto one = r->run_job(id);
   ASSERT_FALSE(one.ok());
   EXPECT_EQ(one.error().message, "job 1 is running in another runner (alive)");
@@ -375,6 +562,68 @@ TEST(JobRunner, ALiveLeaseIsLeftAlone) {
   EXPECT_EQ(sum->jobs_run, 0);
   EXPECT_TRUE(sum->all_ok());
   EXPECT_EQ(f.script->total_calls(), 0);
+  // Said once, with the time left on the lease (600 s less the moments since).
+  ASSERT_EQ(notes.size(), 1u);
+  const std::string head = "job 1: skipped: runner alive holds its lease for ";
+  ASSERT_EQ(notes[0].rfind(head, 0), 0u) << notes[0];
+  const double left = std::stod(notes[0].substr(head.size()));
+  EXPECT_GT(left, 590);
+  EXPECT_LE(left, 600);
+  EXPECT_NE(notes[0].find(" s more (renewed while that runner lives"), std::string::npos);
+  ASSERT_TRUE(r->run_due().ok());
+  EXPECT_EQ(notes.size(), 1u);
+}
+
+// The pid of a process that has ended (reaped).
+int64_t ended_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+TEST(JobRunner, ADeadRunnersLeaseOnThisHostIsWaitedForAndTheJobResumed) {
+  Fixture f(2);
+  const int64_t id = f.add();
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  const int64_t pid = ended_pid();
+  const std::string dead = fmt::format("{}:{}:0000beef", host, pid);
+  std::string why;
+  ASSERT_EQ(*jobs_db::acquire_lease(f.store->handle(), id, dead, jobs_db::now_ms(), 800, 1, &why),
+            jobs_db::LeaseResult::Acquired);
+  std::vector<std::string> notes;
+  RunnerCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sum = f.runner("R2", cb)->run_due();
+  ASSERT_TRUE(sum.ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_EQ(sum->jobs_run, 1);
+  EXPECT_EQ(f.store->job(id)->state, JobState::Done);
+  ASSERT_FALSE(notes.empty());
+  const std::string want =
+      fmt::format("job 1: its runner {} has ended (process {}); waiting 0.", dead, pid);
+  EXPECT_EQ(notes[0].rfind(want, 0), 0u) << notes[0];
+  EXPECT_NE(notes[0].find(" s for its lease to expire, then resuming it"), std::string::npos);
+
+  // A lease longer than ours is not waited for: skipped, with the time left.
+  const int64_t id2 = f.add();
+  ASSERT_EQ(
+      *jobs_db::acquire_lease(f.store->handle(), id2, dead, jobs_db::now_ms(), 300000, 1, &why),
+      jobs_db::LeaseResult::Acquired);
+  notes.clear();
+  sum = f.runner("R3", cb)->run_due();
+  ASSERT_TRUE(sum.ok());
+  EXPECT_EQ(sum->jobs_run, 0);
+  ASSERT_EQ(notes.size(), 1u);
+  const std::string skip = fmt::format(
+      "job {}: skipped: its runner {} has ended (process {}) but its lease runs ", id2, dead, pid);
+  ASSERT_EQ(notes[0].rfind(skip, 0), 0u) << notes[0];
+  const double runs = std::stod(notes[0].substr(skip.size()));
+  EXPECT_GT(runs, 290);
+  EXPECT_LE(runs, 300);
+  EXPECT_NE(notes[0].find(" s more; run-due again after that resumes it"), std::string::npos);
 }
 
 TEST(JobRunner, TwoRunnersAtOnceProcessEveryDocumentOnce) {
