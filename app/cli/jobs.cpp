@@ -2,11 +2,14 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@
 #include "app/paths.h"
 #include "app/runtime/engine.h"
 #include "app/store/library.h"
+#include "engine/kv/tier_policy.h"
 
 namespace spw::cli {
 
@@ -103,6 +107,44 @@ nlohmann::json job_json(const app::JobRecord& j) {
   o["finished"] = j.finished;
   o["lease_owner"] = j.lease_owner;
   o["tokens_per_s"] = j.tokens_per_s;
+  return o;
+}
+
+// "part 3 of 5, prefill 1,024/1,730 tokens, ETA 2m10s": where a document's run is (or was when
+// it stopped), from its progress row.
+std::string progress_text(const app::JobDocumentProgress& p) {
+  std::vector<std::string> bits;
+  if (p.n_prompts > 1) bits.push_back(fmt::format("prompt {} of {}", p.prompt + 1, p.n_prompts));
+  if (p.n_parts > 0) {
+    if (p.part > p.n_parts)
+      bits.push_back(fmt::format("combining {} parts", p.n_parts));
+    else
+      bits.push_back(
+          fmt::format("part {} of {} ({} done)", std::max(p.part, 1), p.n_parts, p.parts_done));
+  }
+  if ((p.phase == "prefill" || p.phase == "decode") && p.tokens_done > 0) {
+    std::string t = p.phase + " " + kv::group_thousands(p.tokens_done);
+    if (p.tokens_total > 0) t += "/" + kv::group_thousands(p.tokens_total);
+    bits.push_back(t + " tokens");
+  }
+  if (p.eta_s >= 0) bits.push_back("ETA " + app::format_eta(p.eta_s));
+  std::string out;
+  for (const std::string& b : bits) out += (out.empty() ? "" : ", ") + b;
+  return out;
+}
+
+nlohmann::json progress_json(const app::JobDocumentProgress& p) {
+  if (!p.known) return nullptr;
+  nlohmann::json o = {{"phase", p.phase},
+                      {"prompt", p.prompt},
+                      {"n_prompts", p.n_prompts},
+                      {"part", p.part},
+                      {"n_parts", p.n_parts},
+                      {"parts_done", p.parts_done},
+                      {"tokens_done", p.tokens_done},
+                      {"tokens_total", p.tokens_total},
+                      {"updated_ms", p.updated_ms}};
+  o["eta_s"] = p.eta_s >= 0 ? nlohmann::json(p.eta_s) : nlohmann::json(nullptr);
   return o;
 }
 
@@ -262,6 +304,10 @@ int run_show(const JobsArgs& a) {
                                 {"reason", d.reason},
                                 {"generated_tokens", d.generated_tokens},
                                 {"reused_snapshot", d.reused_snapshot},
+                                {"n_parts", d.n_parts},
+                                {"parts_kept", d.parts_kept},
+                                {"deaths", d.deaths},
+                                {"progress", progress_json(d.progress)},
                                 {"results", rs}});
     }
     std::printf("%s\n", o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -289,8 +335,15 @@ int run_show(const JobsArgs& a) {
     std::string line = fmt::format("  {}. document {} \"{}\": {}", d.position + 1, d.doc_id,
                                    d.title, app::doc_state_name(d.state));
     if (d.state == app::DocState::Done) {
-      line += fmt::format(" ({} tokens{})", d.generated_tokens,
+      std::string parts;
+      if (d.n_parts > 0) parts = fmt::format(", {} parts", d.n_parts);
+      if (d.parts_kept > 0) parts += fmt::format(" ({} kept from an earlier run)", d.parts_kept);
+      line += fmt::format(" ({} tokens{}{})", d.generated_tokens, parts,
                           d.reused_snapshot ? ", saved KV reused" : "");
+    } else if (d.progress.known && d.state != app::DocState::Failed) {
+      const std::string where = progress_text(d.progress);
+      if (!where.empty())
+        line += (d.state == app::DocState::Running ? ": " : ": stopped at ") + where;
     }
     if (!d.reason.empty()) line += ": " + d.reason;
     if (d.attempts > 1) line += fmt::format(" [{} attempts]", d.attempts);

@@ -1,7 +1,8 @@
 // spillway-cli jobs, black box, with a generated model (tests/support/test_model.h: answers are
 // nonsense but deterministic with --temp 0) and PDFs written here: a runner killed with SIGKILL
-// mid-job and a new one resuming it, two runners at once, a deleted document row, a deleted
-// model, a missing PDF file, the exports, schedules and bad input.
+// mid-job and a new one resuming it (between documents, and inside a map-reduce document), two
+// runners at once, a deleted document row, a deleted model, a missing PDF file, the exports,
+// schedules and bad input.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,6 +107,12 @@ void write_contract(const fs::path& path, const std::string& name, int n_pages) 
     doc.pages.push_back(std::move(page));
   }
   test::write_file(path, test::build_pdf(doc));
+}
+
+// How jobs show writes a finished map-reduce document's parts.
+std::string fmt_parts(int n_parts, int kept) {
+  return ", " + std::to_string(n_parts) + " parts (" + std::to_string(kept) +
+         " kept from an earlier run)";
 }
 
 class CliJobs : public ::testing::Test {
@@ -269,6 +276,98 @@ TEST_F(CliJobs, AKilledRunnerIsResumedAndFinishedResultsStayAsTheyWere) {
   int twice = 0;
   for (const auto& d : j["documents"]) twice += d["attempts"].get<int>() == 2;
   EXPECT_LE(twice, 1);
+}
+
+// A map-reduce document (12 pages in a 1,024-token context) run once
+// uninterrupted in a data folder of its own, and once killed (SIGKILL) after its second part:
+// the next run-due waits for the dead runner's lease, keeps the stored parts, computes only the
+// rest and ends with the uninterrupted run's answer. Both runs' progress rows hold real counts.
+TEST_F(CliJobs, AMapReduceDocumentKilledAfterAPartResumesAtTheNextPart) {
+  const std::vector<std::string> job = {"-c", "1024", "-n", "32"};
+  const fs::path pdf = data_ / "long.pdf";
+  write_contract(pdf, "Long lease", 12);
+  // The uninterrupted reference.
+  const fs::path ref = data_ / "reference";
+  const auto in = [](const fs::path& dir, std::vector<std::string> args) {
+    args.push_back("--data-dir");
+    args.push_back(dir.string());
+    return run(args);
+  };
+  ASSERT_EQ(in(ref, {"ingest", pdf.string()}).exit_code, 0);
+  std::vector<std::string> add = {"jobs", "add", "-m", model_,  "--temp",
+                                  "0",    "-t",  "1",  "--doc", "1"};
+  add.insert(add.end(), job.begin(), job.end());
+  ASSERT_EQ(in(ref, add).exit_code, 0);
+  const CliResult ref_run = in(ref, {"jobs", "run-due"});
+  ASSERT_EQ(ref_run.exit_code, 0) << ref_run.err;
+  const nlohmann::json r =
+      nlohmann::json::parse(in(ref, {"jobs", "show", "1", "--json"}).out)["documents"][0];
+  ASSERT_EQ(r["state"], "done") << r.dump(1);
+  const int n_parts = r["n_parts"].get<int>();
+  ASSERT_GE(n_parts, 4) << "the document must need several parts: " << r.dump(1);
+  EXPECT_EQ(r["parts_kept"], 0);
+  const std::string answer = r["results"][0]["text"];
+  ASSERT_FALSE(answer.empty());
+  // Its progress row: every part done, the combination's answer decoded (of -n 32), ETA 0.
+  const nlohmann::json& rp = r["progress"];
+  EXPECT_EQ(rp["n_parts"], n_parts) << rp.dump();
+  EXPECT_EQ(rp["parts_done"], n_parts) << rp.dump();
+  EXPECT_EQ(rp["part"], n_parts + 1) << rp.dump();
+  EXPECT_EQ(rp["tokens_total"], 32) << rp.dump();
+  EXPECT_GT(rp["tokens_done"].get<int64_t>(), 0) << rp.dump();
+  EXPECT_LE(rp["tokens_done"].get<int64_t>(), 32) << rp.dump();
+  EXPECT_EQ(rp["eta_s"], 0.0) << rp.dump();
+  EXPECT_GT(rp["updated_ms"].get<int64_t>(), 0);
+
+  // Killed after part 2.
+  ASSERT_EQ(run(with_data({"ingest", pdf.string()})).exit_code, 0);
+  const int64_t id = add_job({1}, job);
+  const fs::path events = data_ / "events.jsonl";
+  Child runner(with_data({"jobs", "run-due", "--lease", "2", "--heartbeat", "0.5",
+                          "--progress-json", events.string()}),
+               data_, "runner");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (test::read_file(events).find("{\"phase\": \"part\", \"done\": 2,") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(runner.running()) << "the runner ended before part 2:\n" << runner.err();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  runner.kill9();
+  nlohmann::json j = show(id);
+  const nlohmann::json at_kill = j["documents"][0];
+  ASSERT_EQ(at_kill["state"], "running") << at_kill.dump(1);
+  const int done_at_kill = at_kill["progress"]["parts_done"].get<int>();
+  ASSERT_GE(done_at_kill, 2) << at_kill.dump(1);
+  ASSERT_LT(done_at_kill, n_parts) << "the run got too far before the kill";
+  EXPECT_EQ(at_kill["progress"]["n_parts"], n_parts);
+  const CliResult mid = run(with_data({"jobs", "show", std::to_string(id)}));
+  EXPECT_NE(mid.out.find("\"Long lease\": running: part "), std::string::npos) << mid.out;
+  EXPECT_NE(mid.out.find(" of " + std::to_string(n_parts) + " ("), std::string::npos) << mid.out;
+
+  // At once: the dead runner's lease (2 s) is waited for, then the job resumes.
+  const CliResult resumed =
+      run(with_data({"jobs", "run-due", "--lease", "2", "--heartbeat", "0.5"}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("job " + std::to_string(id) + ": its runner "), std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find(" s for its lease to expire, then resuming it"), std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find("its last runner died at part "), std::string::npos) << resumed.err;
+  j = show(id);
+  ASSERT_EQ(j["state"], "done") << j.dump(1);
+  const nlohmann::json d = j["documents"][0];
+  EXPECT_EQ(d["n_parts"], n_parts);
+  // The parts stored before the kill are kept (the one finishing as it died may be too).
+  const int kept = d["parts_kept"].get<int>();
+  EXPECT_GE(kept, done_at_kill) << d.dump(1);
+  EXPECT_LE(kept, done_at_kill + 1) << d.dump(1);
+  EXPECT_LT(kept, n_parts);
+  EXPECT_EQ(d["results"][0]["text"], answer);
+  EXPECT_EQ(d["attempts"], 2);
+  EXPECT_EQ(d["deaths"], 0);
+  EXPECT_EQ(d["progress"]["parts_done"], n_parts);
+  const CliResult shown = run(with_data({"jobs", "show", std::to_string(id)}));
+  EXPECT_NE(shown.out.find(fmt_parts(n_parts, kept)), std::string::npos) << shown.out;
 }
 
 TEST_F(CliJobs, SigtermPutsTheJobBackInTheQueue) {
