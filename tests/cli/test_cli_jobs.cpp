@@ -4,6 +4,7 @@
 // runners at once, a deleted document row, a deleted model, a missing PDF file, the exports,
 // schedules and bad input.
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,6 +108,31 @@ void write_contract(const fs::path& path, const std::string& name, int n_pages) 
     doc.pages.push_back(std::move(page));
   }
   test::write_file(path, test::build_pdf(doc));
+}
+
+// The library's stored map-reduce part answers (part, answer, created), by part.
+std::vector<std::string> stored_parts(const fs::path& data_dir) {
+  std::vector<std::string> out;
+  sqlite3* db = nullptr;
+  const fs::path file = data_dir / "library.sqlite3";
+  EXPECT_TRUE(fs::exists(file)) << file;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return out;
+  }
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT part, answer, created FROM part_answers ORDER BY part",
+                               -1, &st, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  while (st && sqlite3_step(st) == SQLITE_ROW) {
+    out.push_back(std::to_string(sqlite3_column_int(st, 0)) + "|" +
+                  reinterpret_cast<const char*>(sqlite3_column_text(st, 1)) + "|" +
+                  std::to_string(sqlite3_column_int64(st, 2)));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
 }
 
 // How jobs show writes a finished map-reduce document's parts.
@@ -340,6 +366,8 @@ TEST_F(CliJobs, AMapReduceDocumentKilledAfterAPartResumesAtTheNextPart) {
   ASSERT_GE(done_at_kill, 2) << at_kill.dump(1);
   ASSERT_LT(done_at_kill, n_parts) << "the run got too far before the kill";
   EXPECT_EQ(at_kill["progress"]["n_parts"], n_parts);
+  const std::vector<std::string> parts_at_kill = stored_parts(data_);
+  EXPECT_GE(parts_at_kill.size(), static_cast<size_t>(done_at_kill));
   const CliResult mid = run(with_data({"jobs", "show", std::to_string(id)}));
   EXPECT_NE(mid.out.find("\"Long lease\": running: part "), std::string::npos) << mid.out;
   EXPECT_NE(mid.out.find(" of " + std::to_string(n_parts) + " ("), std::string::npos) << mid.out;
@@ -362,6 +390,12 @@ TEST_F(CliJobs, AMapReduceDocumentKilledAfterAPartResumesAtTheNextPart) {
   EXPECT_GE(kept, done_at_kill) << d.dump(1);
   EXPECT_LE(kept, done_at_kill + 1) << d.dump(1);
   EXPECT_LT(kept, n_parts);
+  EXPECT_EQ(static_cast<size_t>(kept), parts_at_kill.size());
+  // The parts stored before the kill are as they were (answer and time: not asked again); the
+  // rest were added.
+  const std::vector<std::string> parts_after = stored_parts(data_);
+  ASSERT_EQ(parts_after.size(), static_cast<size_t>(n_parts));
+  for (size_t k = 0; k < parts_at_kill.size(); ++k) EXPECT_EQ(parts_after[k], parts_at_kill[k]);
   EXPECT_EQ(d["results"][0]["text"], answer);
   EXPECT_EQ(d["attempts"], 2);
   EXPECT_EQ(d["deaths"], 0);
