@@ -463,7 +463,7 @@ Status fail_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::str
 Status release_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner) {
   return run_sql(db,
                  "UPDATE job_documents SET state = 'pending', owner = '', "
-                 "attempts = MAX(attempts - 1, 0) WHERE job_id = ? AND "
+                 "attempts = MAX(attempts - 1, 0), deaths = 0 WHERE job_id = ? AND "
                  "doc_id = ? AND state = 'running' AND owner = ?",
                  [&](Stmt& s) { s.bind(1, job_id).bind(2, doc_id).bind(3, owner); });
 }
@@ -471,7 +471,7 @@ Status release_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::
 Status release_owned_documents(sqlite3* db, int64_t id, const std::string& owner) {
   return run_sql(db,
                  "UPDATE job_documents SET state = 'pending', owner = '', "
-                 "attempts = MAX(attempts - 1, 0) WHERE job_id = ? AND "
+                 "attempts = MAX(attempts - 1, 0), deaths = 0 WHERE job_id = ? AND "
                  "state = 'running' AND owner = ?",
                  [&](Stmt& s) { s.bind(1, id).bind(2, owner); });
 }
@@ -560,7 +560,7 @@ Status requeue_job(sqlite3* db, int64_t id, const std::string& owner) {
       return s;
     if (auto s = run_sql(db,
                          "UPDATE job_documents SET state = 'pending', owner = '', "
-                         "attempts = MAX(attempts - 1, 0) WHERE job_id = ? "
+                         "attempts = MAX(attempts - 1, 0), deaths = 0 WHERE job_id = ? "
                          "AND state = 'running' AND owner = ?",
                          [&](Stmt& s) { s.bind(1, id).bind(2, owner); });
         !s)

@@ -108,7 +108,9 @@ Status write_document_progress(sqlite3* db, int64_t job_id, int64_t doc_id,
 Status fail_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner,
                      const std::string& reason, int64_t now_ms);
 /// Returns a claimed document to pending (a runner stopped on purpose: SIGTERM, pause, cancel);
-/// the claim's attempt is given back, so only runs that died count toward giving up.
+/// the claim's attempt is given back, so only runs that died count toward giving up, and its
+/// deaths are forgotten (a run that was stopped was alive: the deaths before it were not in a
+/// row).
 Status release_document(sqlite3* db, int64_t job_id, int64_t doc_id, const std::string& owner);
 /// Returns every document of job `id` running under `owner` to pending (a cancelled job).
 Status release_owned_documents(sqlite3* db, int64_t id, const std::string& owner);

@@ -404,6 +404,31 @@ TEST(JobRunner, ThreeDeathsAtTheSamePartAreACrashLoopAndTheDocumentIsGivenUp) {
   EXPECT_EQ(f.script->calls_for(f.docs[0]), 1);
 }
 
+TEST(JobRunner, ARunStoppedOnPurposeBreaksARowOfDeaths) {
+  Fixture f(1);
+  const int64_t id = f.add();
+  sqlite3* db = f.store->handle();
+  die_at(db, id, "dead1", 2, 5);
+  die_at(db, id, "dead2", 2, 5);
+  EXPECT_EQ((*f.store->documents(id))[0].deaths, 1);
+  // A live runner takes it (the second death there) and is stopped: Stop, pause, SIGTERM.
+  std::string why;
+  ASSERT_EQ(*jobs_db::acquire_lease(db, id, "live", jobs_db::now_ms(), 1, 1, &why),
+            jobs_db::LeaseResult::Acquired);
+  bool stop = false;
+  auto c = jobs_db::claim_next_document(db, id, "live", jobs_db::now_ms(), &stop);
+  ASSERT_TRUE(c.ok() && c->has_value());
+  EXPECT_EQ((*c)->deaths, 2);
+  ASSERT_TRUE(jobs_db::release_document(db, id, (*c)->doc_id, "live").ok());
+  EXPECT_EQ((*f.store->documents(id))[0].deaths, 0);
+  // Two more deaths at part 2: not yet a crash loop (two in a row), so the runner finishes it.
+  ASSERT_TRUE(jobs_db::release_lease(db, id, "live").ok());
+  die_at(db, id, "dead3", 2, 5);
+  die_at(db, id, "dead4", 2, 5);
+  ASSERT_TRUE(f.runner()->run_due().ok());
+  EXPECT_EQ((*f.store->documents(id))[0].state, DocState::Done);
+}
+
 TEST(JobRunner, DeathsAtAdvancingPartsAreNotCountedAndTheJobFinishes) {
   Fixture f(1);
   const int64_t id = f.add();
