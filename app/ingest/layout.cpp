@@ -5,13 +5,24 @@
 #include <unicode/ustring.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
+#include "app/ingest/layout_parts.h"
 #include "app/ingest/utf8.h"
 
 namespace spw::app {
+
+double layout_parts::median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 namespace {
+
+using layout_parts::median;
 
 using Interval = std::pair<double, double>;  // [a, b) in x
 using Intervals = std::vector<Interval>;
@@ -26,12 +37,6 @@ struct Row {
   double y0 = 0, y1 = 0;   // the band the row was seeded with
   double min_x0 = 0, max_x1 = 0;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 // Rows: a word joins the row it overlaps vertically by at least half of the smaller height
 // (a superscript joins its line), else it starts a new row. The band is not widened, so rows of
@@ -362,15 +367,100 @@ LayoutLine make_line(const std::vector<WordBox>& w, const Row& row, double h, bo
     line.text = rtl_line_text(w, row, h, page_rtl);
     return line;
   }
-  const WordBox* prev = nullptr;
-  for (const int i : row.words) {
-    const WordBox& b = w[i];
-    if (b.text.empty()) continue;
-    if (prev && (prev->space_after || b.x0 - prev->x1 > 0.15 * h)) line.text += ' ';
-    line.text += b.text;
-    prev = &b;
-  }
+  line.text = layout_parts::ltr_line_text(w, row.words, h);
   return line;
+}
+
+// Whether row `r` of a columns' band is a running head or foot (layout.h): it has words on both
+// sides of a gutter and a gap of more than a line height to the band's next row `next`.
+bool running_line(const std::vector<WordBox>& w, const std::vector<Row>& rows, size_t r,
+                  size_t next, const Intervals& found, double h) {
+  const double gap = r < next ? rows[next].y0 - rows[r].y1 : rows[r].y0 - rows[next].y1;
+  if (gap <= h) return false;
+  for (const Interval& g : found) {
+    bool before = false, after = false;
+    for (const int wi : rows[r].words) {
+      before |= w[wi].x1 <= g.first;
+      after |= w[wi].x0 >= g.second;
+    }
+    if (before && after) return true;
+  }
+  return false;
+}
+
+void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int depth,
+                bool page_rtl, std::vector<LayoutLine>& out);
+
+// A title block at rows [i, i + n) (n <= 3, within the free channel's run [i, j]; layout.h):
+// boxes between at least two free channels through all its rows, of different sizes (the
+// tallest box's words 1.3 times the shortest's), one box with fewer lines than another. Appends
+// it to `out` as one line, box by box left to right, and returns n; 0 when there is none.
+size_t title_block(const std::vector<WordBox>& w, const std::vector<Row>& rows, size_t i, size_t j,
+                   double left, double right, double min_gutter, bool page_rtl,
+                   std::vector<LayoutLine>& out) {
+  Intervals free = free_space(w, rows[i], left, right);
+  std::vector<Intervals> free_at{free};
+  for (size_t k = i + 1; k <= std::min(j, i + 2); ++k)
+    free_at.push_back(intersect(free_at.back(), free_space(w, rows[k], left, right)));
+  for (size_t n = free_at.size(); n >= 1; --n) {
+    double x0 = 1e300, x1 = -1e300;
+    for (size_t k = i; k < i + n; ++k) {
+      x0 = std::min(x0, rows[k].min_x0);
+      x1 = std::max(x1, rows[k].max_x1);
+    }
+    Intervals channels;
+    for (const Interval& g : free_at[n - 1]) {
+      if (g.first > x0 && g.second < x1 && g.second - g.first >= min_gutter) channels.push_back(g);
+    }
+    if (channels.size() < 2) continue;
+    std::vector<std::vector<int>> boxes(channels.size() + 1);
+    bool spread = true;  // every row has words in two boxes at least (a header band, not a
+                         // body line below it)
+    for (size_t k = i; k < i + n; ++k) {
+      std::vector<bool> used(boxes.size(), false);
+      for (const int wi : rows[k].words) {
+        const double cx = 0.5 * (w[wi].x0 + w[wi].x1);
+        size_t c = 0;
+        while (c < channels.size() && cx > 0.5 * (channels[c].first + channels[c].second)) ++c;
+        boxes[c].push_back(wi);
+        used[c] = true;
+      }
+      spread &= std::count(used.begin(), used.end(), true) >= 2;
+    }
+    if (!spread) continue;
+    size_t min_lines = SIZE_MAX, max_lines = 0;
+    double min_h = 1e300, max_h = 0;
+    for (const std::vector<int>& box : boxes) {
+      if (box.empty()) return 0;
+      const size_t lines = make_rows(w, box).size();
+      min_lines = std::min(min_lines, lines);
+      max_lines = std::max(max_lines, lines);
+      std::vector<double> heights;
+      for (const int wi : box) heights.push_back(w[wi].y1 - w[wi].y0);
+      min_h = std::min(min_h, median(heights));
+      max_h = std::max(max_h, median(heights));
+    }
+    if (min_lines == max_lines || max_h < 1.3 * min_h) continue;
+    LayoutLine line;
+    line.block_start = true;
+    line.x0 = x0;
+    line.x1 = x1;
+    line.y0 = rows[i].y0;
+    line.y1 = rows[i].y1;
+    for (const std::vector<int>& box : boxes) {
+      std::vector<LayoutLine> parts;
+      layout_rec(w, box, kMaxDepth, page_rtl, parts);
+      for (const LayoutLine& l : parts) {
+        if (!line.text.empty()) line.text += ' ';
+        line.text += l.text;
+        line.y0 = std::min(line.y0, l.y0);
+        line.y1 = std::max(line.y1, l.y1);
+      }
+    }
+    out.push_back(std::move(line));
+    return n;
+  }
+  return 0;
 }
 
 void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int depth,
@@ -422,6 +512,16 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
         if (!found.empty() || end + 1 == i + kMinColumnRows) break;
         --end;
       }
+      if (found.empty()) {
+        // A title block of small boxes (tried before short column blocks: its boxes would
+        // pass for two).
+        if (const size_t n = title_block(w, rows, i, j, left, right, min_gutter, page_rtl, out)) {
+          next_starts_block = true;
+          prev_y1 = rows[i + n - 1].y1;
+          i += n;
+          continue;
+        }
+      }
       if (found.empty() && j >= i + 1) {
         // Short column blocks: two rows whose channel passes every gutter test.
         end = i + 1;
@@ -429,9 +529,14 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
             gutters(w, rows, i, end, free_at[1], min_gutter, min_column, h, kMinShortColumnRows);
       }
       if (!found.empty()) {
+        // A running head or foot over the columns goes before or after them.
+        const bool head = end >= i + 3 && running_line(w, rows, i, i + 1, found, h);
+        const bool foot = end >= i + 3 + head && running_line(w, rows, end, end - 1, found, h);
+        if (head) emit_row(rows[i]);
+        const size_t first_row = i + head, last_row = end - foot;
         // Columns between the gutters, each laid out on its own (its rows re-formed).
         std::vector<std::vector<int>> columns(found.size() + 1);
-        for (size_t k = i; k <= end; ++k) {
+        for (size_t k = first_row; k <= last_row; ++k) {
           for (const int wi : rows[k].words) {
             const double cx = 0.5 * (w[wi].x0 + w[wi].x1);
             size_t c = 0;
@@ -445,7 +550,8 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
           if (out.size() > first) out[first].block_start = true;
         }
         next_starts_block = true;
-        prev_y1 = rows[end].y1;
+        prev_y1 = rows[last_row].y1;
+        if (foot) emit_row(rows[end]);
         i = end + 1;
         continue;
       }
@@ -457,150 +563,8 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
 
 }  // namespace
 
-namespace {
-
-// One upright CJK glyph as its own word (a character of vertical text, or of horizontal text
-// placed glyph by glyph).
-bool is_cjk_cell(const WordBox& b) {
-  size_t len = 0;
-  if (b.text.empty()) return false;
-  const char32_t c = utf8::decode(b.text, 0, len);
-  if (len != b.text.size()) return false;
-  return (c >= 0x3000 && c <= 0x30FF) || (c >= 0x3400 && c <= 0x9FFF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE10 && c <= 0xFE4F) ||
-         (c >= 0xFF00 && c <= 0xFFEF) || (c >= 0x20000 && c <= 0x3FFFF);
-}
-
-// Vertical text (tategaki): most words are single CJK glyphs and a glyph's nearest neighbour
-// below is closer than its neighbour to the right. Returns the glyphs' indexes, or none.
-std::vector<int> vertical_cells(const std::vector<WordBox>& w, const std::vector<int>& idx) {
-  std::vector<int> cells;
-  for (const int i : idx) {
-    if (is_cjk_cell(w[i])) cells.push_back(i);
-  }
-  if (cells.size() < 4 || 10 * cells.size() < 6 * idx.size()) return {};
-  std::vector<double> below, right, heights;
-  // Neighbours of a sample of the glyphs (a dense page would be quadratic otherwise).
-  const size_t step = std::max<size_t>(1, cells.size() / 400);
-  for (size_t k = 0; k < cells.size(); k += step) {
-    const int i = cells[k];
-    const WordBox& a = w[i];
-    heights.push_back(a.y1 - a.y0);
-    double best_below = 1e300, best_right = 1e300;
-    for (const int j : cells) {
-      if (j == i) continue;
-      const WordBox& b = w[j];
-      const double x_overlap = std::min(a.x1, b.x1) - std::max(a.x0, b.x0);
-      const double y_overlap = std::min(a.y1, b.y1) - std::max(a.y0, b.y0);
-      if (x_overlap >= 0.5 * (a.x1 - a.x0) && b.y0 > a.y0) {
-        best_below = std::min(best_below, b.y0 - a.y1);
-      }
-      if (y_overlap >= 0.5 * (a.y1 - a.y0) && b.x0 > a.x0) {
-        best_right = std::min(best_right, b.x0 - a.x1);
-      }
-    }
-    if (best_below < 1e299) below.push_back(best_below);
-    if (best_right < 1e299) right.push_back(best_right);
-  }
-  if (below.size() * 2 < heights.size()) return {};
-  const double h = median(heights);
-  const double right_gap = right.empty() ? 1e300 : median(right);
-  return median(below) < right_gap - 0.1 * h ? cells : std::vector<int>{};
-}
-
-// Columns of vertical glyphs: right to left, each top to bottom, one line per column.
-std::vector<LayoutLine> vertical_columns(const std::vector<WordBox>& w, std::vector<int> cells) {
-  std::sort(cells.begin(), cells.end(), [&](int a, int b) {
-    return w[a].x0 + w[a].x1 > w[b].x0 + w[b].x1;  // by centre, rightmost first
-  });
-  std::vector<std::vector<int>> columns;
-  double centre = 0, width = 0;
-  for (const int i : cells) {
-    const double cx = 0.5 * (w[i].x0 + w[i].x1);
-    if (columns.empty() || centre - cx > 0.5 * width) {
-      columns.emplace_back();
-      centre = cx;
-      width = w[i].x1 - w[i].x0;
-    }
-    columns.back().push_back(i);
-  }
-  std::vector<LayoutLine> out;
-  for (std::vector<int>& col : columns) {
-    std::stable_sort(col.begin(), col.end(), [&](int a, int b) { return w[a].y0 < w[b].y0; });
-    // Punctuation sits off the centre of its cell (。 high in it): glyphs much closer than a
-    // cell apart keep the order poppler gives them (the drawing order).
-    for (size_t k = 1; k < col.size(); ++k) {
-      const double cell = w[col[k]].y1 - w[col[k]].y0;
-      if (w[col[k]].y0 - w[col[k - 1]].y0 < 0.4 * cell && col[k] < col[k - 1]) {
-        std::swap(col[k], col[k - 1]);
-      }
-    }
-    LayoutLine line;
-    line.x0 = w[col[0]].x0;
-    line.y0 = w[col[0]].y0;
-    line.x1 = w[col[0]].x1;
-    line.y1 = w[col[0]].y1;
-    for (const int i : col) {
-      line.text += w[i].text;
-      line.x0 = std::min(line.x0, w[i].x0);
-      line.x1 = std::max(line.x1, w[i].x1);
-      line.y1 = std::max(line.y1, w[i].y1);
-    }
-    line.block_start = out.empty();
-    out.push_back(std::move(line));
-  }
-  return out;
-}
-
-// Margin line numbers: indexes of the number words (see layout.h), or none.
-std::vector<int> margin_numbers(const std::vector<WordBox>& w, const std::vector<int>& idx) {
-  std::vector<int> order = idx;
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return w[a].y0 < w[b].y0; });
-  std::vector<int> cand;
-  double min_other_x0 = 1e300;
-  for (const int i : idx) {
-    const WordBox& b = w[i];
-    const bool number = b.text.size() <= 2 && std::all_of(b.text.begin(), b.text.end(), [](char c) {
-                          return c >= '0' && c <= '9';
-                        });
-    // Alone at the left of its row: no word of the row starts left of it or touches it.
-    bool leftmost = number;
-    for (const int j : idx) {
-      if (!leftmost) break;
-      if (j == i) continue;
-      const WordBox& o = w[j];
-      const double y_overlap = std::min(b.y1, o.y1) - std::max(b.y0, o.y0);
-      if (y_overlap < 0.5 * std::min(b.y1 - b.y0, o.y1 - o.y0)) continue;
-      if (o.x0 < b.x1 + (b.y1 - b.y0)) leftmost = false;  // a gap of a line height at least
-    }
-    if (leftmost) cand.push_back(i);
-  }
-  if (cand.size() < 5) return {};
-  std::sort(cand.begin(), cand.end(), [&](int a, int b) { return w[a].y0 < w[b].y0; });
-  // Right-aligned (or left-aligned) in one column, counting up by one.
-  double lo = 1e300, hi = -1e300;
-  for (const int i : cand) {
-    lo = std::min(lo, w[i].x1);
-    hi = std::max(hi, w[i].x1);
-  }
-  if (hi - lo > 0.5 * (w[cand[0]].y1 - w[cand[0]].y0)) return {};
-  int steps = 0;
-  for (size_t k = 1; k < cand.size(); ++k) {
-    steps += std::stoi(w[cand[k]].text) == std::stoi(w[cand[k - 1]].text) + 1;
-  }
-  if (10 * steps < 8 * static_cast<int>(cand.size() - 1)) return {};
-  // Every other word lies right of the numbers.
-  for (const int i : idx) {
-    if (std::find(cand.begin(), cand.end(), i) == cand.end()) {
-      min_other_x0 = std::min(min_other_x0, w[i].x0);
-    }
-  }
-  return min_other_x0 > hi ? cand : std::vector<int>{};
-}
-
-}  // namespace
-
 std::vector<LayoutLine> layout_page(const std::vector<WordBox>& words) {
+  using namespace layout_parts;
   std::vector<int> idx;
   idx.reserve(words.size());
   for (size_t i = 0; i < words.size(); ++i) {
@@ -626,14 +590,21 @@ std::vector<LayoutLine> layout_page(const std::vector<WordBox>& words) {
     if (out.size() > first_rest) out[first_rest].block_start = true;
     return out;
   }
-  const std::vector<int> numbers = margin_numbers(words, idx);
-  if (!numbers.empty()) {
+  // Words that are not part of the running text are taken out first: vertical captions, the
+  // ':' column of a transcript, then margin line numbers.
+  std::vector<bool> taken(words.size(), false);
+  auto take = [&](const std::vector<int>& which) {
+    for (const int i : which) taken[static_cast<size_t>(i)] = true;
     idx.erase(std::remove_if(idx.begin(), idx.end(),
-                             [&](int i) {
-                               return std::find(numbers.begin(), numbers.end(), i) != numbers.end();
-                             }),
+                             [&](int i) { return taken[static_cast<size_t>(i)]; }),
               idx.end());
-  }
+  };
+  const std::vector<std::vector<int>> captions = vertical_captions(words, idx);
+  for (const std::vector<int>& c : captions) take(c);
+  const std::vector<int> marks = margin_marks(words, idx);
+  take(marks);
+  const std::vector<int> numbers = margin_numbers(words, idx);
+  take(numbers);
   int rtl = 0, ltr = 0;
   for (const int i : idx) {
     utf8::for_each(words[i].text, [&](char32_t c, size_t, size_t) {
@@ -643,20 +614,9 @@ std::vector<LayoutLine> layout_page(const std::vector<WordBox>& words) {
   }
   std::vector<LayoutLine> out;
   layout_rec(words, idx, 0, rtl > ltr, out);
-  for (const int n : numbers) {
-    // The line beside the number: the most vertical overlap.
-    const WordBox& b = words[n];
-    LayoutLine* best = nullptr;
-    double best_overlap = 0;
-    for (LayoutLine& l : out) {
-      const double overlap = std::min(b.y1, l.y1) - std::max(b.y0, l.y0);
-      if (overlap > best_overlap && l.margin_number.empty()) {
-        best_overlap = overlap;
-        best = &l;
-      }
-    }
-    if (best) best->margin_number = b.text;
-  }
+  attach_margins(words, numbers, marks, out);
+  // A caption reads apart from the lines it runs beside: after them.
+  for (const std::vector<int>& c : captions) out.push_back(caption_line(words, c));
   return out;
 }
 

@@ -17,7 +17,20 @@
 //
 // Line numbers in the left margin (at least five integers of one or two digits, each alone at
 // the left of its row, aligned, counting up by one down the page) are taken out of the text
-// and kept as each line's margin_number.
+// and kept as each line's margin_number; a column of lone ':' (at least four, one per row,
+// centred on one x: a transcript's or a court caption's) likewise, as margin_mark.
+//
+// Single upright letters stacked down the page (a vertical caption, `P` over `R` over `I`...)
+// are read as one line after the page's text, a space where a letter's slot is left empty.
+//
+// Letter-spaced words (poppler splits them into single glyphs: `( t h e`) are joined when the
+// glyph gaps say so: the gaps between the glyphs are even, and narrower than the gap to the
+// words beside them, or than the wider gaps that separate the letter-spaced words.
+//
+// A title block (two or three rows of small boxes side by side, of different sizes, one box
+// with fewer lines than another: a form's header) reads as one line, box by box left to right.
+// A running head or foot in a columns' band (its pieces over the columns, set apart by a
+// vertical gap) is read before or after the columns, not as their first or last lines.
 //
 // Vertical text (tategaki: most words single upright CJK glyphs, each closer to the one below
 // than to the one beside it) is read in columns, right to left, each top to bottom, one line
@@ -56,6 +69,9 @@ struct LayoutLine {
   /// The number printed in the left margin beside this line (transcripts, pleadings: 1-25 down
   /// the page), kept apart from the text; "" when none.
   std::string margin_number;
+  /// The mark of the ':' column beside this line (a transcript's or a court caption's column of
+  /// colons), kept apart from the text; "" when none.
+  std::string margin_mark;
 };
 
 /// The lines of a page in reading order. `words` in any order.

@@ -50,9 +50,10 @@ std::string content_stream(const PdfPage& page) {
   }
   for (const PdfTextRun& r : page.runs) {
     const auto [c, sn] = cos_sin(r.angle);
-    s << "BT /F" << (r.font == 1 ? 2 : 1) << ' ' << num(r.size) << " Tf " << c << ' ' << sn << ' '
-      << -sn << ' ' << c << ' ' << num(r.x) << ' ' << num(r.y) << " Tm (" << escape(r.text)
-      << ") Tj ET\n";
+    s << "BT /F" << (r.font == 1 ? 2 : 1) << ' ' << num(r.size) << " Tf ";
+    if (r.char_spacing != 0) s << num(r.char_spacing) << " Tc ";
+    s << c << ' ' << sn << ' ' << -sn << ' ' << c << ' ' << num(r.x) << ' ' << num(r.y) << " Tm ("
+      << escape(r.text) << ") Tj ET\n";
   }
   return s.str();
 }

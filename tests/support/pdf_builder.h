@@ -18,6 +18,7 @@ struct PdfTextRun {
   std::string text;     // bytes in the font's encoding (ASCII for Helvetica); '(' ')' '\' escaped
   int font = 0;         // 0: Helvetica; 1: Helvetica with PdfDoc::custom_map as its ToUnicode
   int angle = 0;        // text direction, degrees counterclockwise: 0, 90, 180, 270
+  double char_spacing = 0;  // Tc: extra space after each glyph, in unscaled text space units
 };
 
 /// An 8-bit grey image drawn at [x, x+w] x [y, y+h] (points).
