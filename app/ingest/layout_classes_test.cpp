@@ -1,7 +1,7 @@
 // Reading-order classes on PDFs built here and read by poppler: letter-spaced words, a vertical
 // caption of upright letters, a court caption's ':' column beside margin line numbers, a
-// running head and foot over three columns and a form's title block of small boxes. Plus the
-// cases on made-up boxes that must stay as they are.
+// running head and foot over three columns, a form's title block of small boxes, and an
+// upside-down page. Plus the cases on made-up boxes that must stay as they are.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -189,6 +189,37 @@ TEST_F(IngestLayoutPdf, TitleBlockOfSmallBoxesReadsAsOneLineLeftToRight) {
   EXPECT_EQ(page_text("form.pdf", page),
             "Department of the Treasury Internal Revenue Service Form 1040 OMB No. 1545-0074 IRS "
             "Use Only\n\nFiling status: check only one box below.");
+}
+
+TEST_F(IngestLayoutPdf, UpsideDownPagesReadInOrder) {
+  // Page 1: text drawn turned by 180 degrees on an unrotated page, one run per word as a
+  // per-word layout gives them. Page 2: upright text on a page with /Rotate 180 (a page turned
+  // by qpdf --rotate=180). Both are upside down on screen. The stamp read last word first
+  // ("2024 Scanned").
+  const std::vector<std::string> words = {"Upside", "down", "words", "stay", "in", "order."};
+  PdfPage turned;
+  double x = 540;
+  for (const std::string& word : words) {
+    turned.runs.push_back(PdfTextRun{x, 100, 12, word, 0, 180});
+    x -= helvetica_width(word + " ", 12);
+  }
+  turned.runs.push_back(PdfTextRun{540, 116, 12, "The second line follows.", 0, 180});
+  // A scanner's stamp, upright on paper: upside down against the page's text.
+  turned.runs.push_back(PdfTextRun{72, 30, 9, "Scanned 2024", 0, 0});
+  PdfPage rotated;
+  rotated.rotate = 180;
+  x = 72;
+  for (const std::string& word : words) {
+    rotated.runs.push_back(PdfTextRun{x, 700, 12, word, 0, 0});
+    x += helvetica_width(word + " ", 12);
+  }
+  rotated.runs.push_back(PdfTextRun{72, 684, 12, "The second line follows.", 0, 0});
+  const auto r = ingest_ok(write_pdf("upside.pdf", PdfDoc{{turned, rotated}, "", {}}));
+  const auto pages = pages_of(r.doc_id);
+  ASSERT_EQ(pages.size(), 2u);
+  EXPECT_EQ(pages[0].text,
+            "Upside down words stay in order.\nThe second line follows.\n\nScanned 2024");
+  EXPECT_EQ(pages[1].text, "Upside down words stay in order.\nThe second line follows.");
 }
 
 // Made-up boxes: 5 points per character, one space (3 points) apart.

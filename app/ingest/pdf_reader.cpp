@@ -83,10 +83,12 @@ Poppler::Page::Rotation to_rotation(int degrees) {
 
 struct Words {
   std::vector<WordBox> boxes;
-  std::vector<bool> across;  // per box: its characters advance along y (turned text)
-  int downward = 0;          // turned words of 2+ characters that read top to bottom
-  int left_to_right = 0;     // words of 2+ characters whose characters advance along +x
-  int measured = 0;          // words of 2+ characters
+  std::vector<bool> across;    // per box: its characters advance along y (turned text)
+  std::vector<bool> backward;  // per box: its characters advance along -x (upside down here),
+                               // not a right-to-left word
+  int downward = 0;            // turned words of 2+ characters that read top to bottom
+  int left_to_right = 0;       // words of 2+ characters whose characters advance along +x
+  int measured = 0;            // words of 2+ characters
 };
 
 Words read_words(const Poppler::Page& page, int degrees) {
@@ -107,7 +109,7 @@ Words read_words(const Poppler::Page& page, int degrees) {
       for (int i = 0; i < n_cp; ++i)
         out.boxes.back().char_x.push_back(tb->charBoundingBox(i).center().x());
     }
-    bool across = false;
+    bool across = false, backward = false;
     if (text.size() >= 2) {
       const QPointF a = tb->charBoundingBox(0).center();
       const QPointF b = tb->charBoundingBox(static_cast<int>(text.size()) - 1).center();
@@ -115,10 +117,12 @@ Words read_words(const Poppler::Page& page, int degrees) {
       out.left_to_right += (b.x() - a.x()) > std::abs(b.y() - a.y());
       across = std::abs(b.y() - a.y()) > std::abs(b.x() - a.x());
       out.downward += across && b.y() > a.y();
+      backward = !rtl && (a.x() - b.x()) > std::abs(b.y() - a.y());
     } else {
       across = r.width() > 1.2 * r.height();  // one turned glyph: its box lies on its side
     }
     out.across.push_back(across);
+    out.backward.push_back(backward);
   }
   return out;
 }
@@ -259,10 +263,28 @@ Expected<ExtractedPage> PdfReader::page(int index) {
   }
   // Text turned against the page's own (a margin stamp, a sideways label) would cut across the
   // rows: it is laid out apart and follows the page's text.
-  std::vector<WordBox> main, turned;
-  for (size_t k = 0; k < words.boxes.size(); ++k)
-    (words.across[k] ? turned : main).push_back(std::move(words.boxes[k]));
+  std::vector<WordBox> main, turned, upside_down;
+  for (size_t k = 0; k < words.boxes.size(); ++k) {
+    (words.across[k]     ? turned
+     : words.backward[k] ? upside_down
+                         : main)
+        .push_back(std::move(words.boxes[k]));
+  }
   out.lines = layout_page(main);
+  // Words upside down against the page's text (an upright scanner stamp on a page read turned
+  // by 180 degrees) would read last word first: they are laid out turned, apart, after it.
+  if (!upside_down.empty()) {
+    const double w = out.width, h = out.height;
+    for (WordBox& b : upside_down)
+      b = WordBox{b.text, w - b.x1, h - b.y1, w - b.x0, h - b.y0, b.space_after, {}};
+    std::vector<LayoutLine> lines = layout_page(upside_down);
+    for (LayoutLine& l : lines) {
+      l = LayoutLine{l.text,   w - l.x1,      h - l.y1,        w - l.x0,
+                     h - l.y0, l.block_start, l.margin_number, l.margin_mark};
+    }
+    if (!lines.empty()) lines.front().block_start = true;
+    for (LayoutLine& l : lines) out.lines.push_back(std::move(l));
+  }
   if (!turned.empty()) {
     // In reading order along the turned baseline.
     const bool down = 2 * words.downward >= static_cast<int>(turned.size());
