@@ -259,6 +259,81 @@ TEST(CliDocs, SearchReturnsDocumentPageAndHighlightedSnippet) {
   EXPECT_NE(p0.err.find("a page number is 1 or more, not '0'"), std::string::npos) << p0.err;
 }
 
+// Four pages in other scripts, drawn with a font whose ToUnicode map sends ASCII letters to
+// Hebrew, Arabic, Chinese and Japanese code points: the Hebrew line in one run as displayed
+// (visual order), the Arabic word glyph by glyph from the right as a shaper places them (the
+// fatha over its letter), the others left to right.
+fs::path scripts_pdf(const std::string& name) {
+  PdfDoc doc;
+  doc.title = "Scripts";
+  // Hebrew: a=ש b=ל c=ו d=ם e=ע. Arabic: f=ح g=ب h=ي i=fatha.
+  doc.custom_map = {{'a', 0x05E9}, {'b', 0x05DC}, {'c', 0x05D5}, {'d', 0x05DD}, {'e', 0x05E2},
+                    {'f', 0x062D}, {'g', 0x0628}, {'h', 0x064A}, {'i', 0x064E}};
+  // Chinese: 东北电气发展股份有限公司 as A..L; Japanese: 東京都の人口は増えている。 as M..Y.
+  const char32_t chinese[] = {0x4E1C, 0x5317, 0x7535, 0x6C14, 0x53D1, 0x5C55,
+                              0x80A1, 0x4EFD, 0x6709, 0x9650, 0x516C, 0x53F8};
+  const char32_t japanese[] = {0x6771, 0x4EAC, 0x90FD, 0x306E, 0x4EBA, 0x53E3, 0x306F,
+                               0x5897, 0x3048, 0x3066, 0x3044, 0x308B, 0x3002};
+  for (int k = 0; k < 12; ++k) doc.custom_map.emplace_back('A' + k, chinese[k]);
+  for (int k = 0; k < 13; ++k) doc.custom_map.emplace_back('M' + k, japanese[k]);
+  const char* lines[] = {"dbce dcba",  // ם ל ו ע, ם ו ל ש left to right: שלום עולם
+                         "", "ABCDEFGHIJKL", "MNOPQRSTUVWXY"};
+  for (const char* line : lines) {
+    PdfPage p;
+    p.runs.push_back(PdfTextRun{72, 700, 14, line, 1, 0});
+    doc.pages.push_back(p);
+  }
+  // حَبيبي: ح, its fatha, ب ي ب ي, each glyph 1 pt left of the one before (the mapped codes
+  // have no width in this font, so poppler's boxes are points: 1 pt is no word gap).
+  PdfPage& arabic = doc.pages[1];
+  arabic.runs.clear();
+  const std::pair<double, const char*> glyphs[] = {{0, "f"}, {0, "i"}, {1, "g"},
+                                                   {2, "h"}, {3, "g"}, {4, "h"}};
+  for (const auto& [k, g] : glyphs)
+    arabic.runs.push_back(PdfTextRun{200 - 1.0 * k, 700, 14, g, 1, 0});
+  const fs::path f = tmp_dir() / name;
+  test::write_file(f, test::build_pdf(doc));
+  return f;
+}
+
+TEST(CliDocs, SearchFindsHebrewArabicWithAndWithoutHarakatAndCjkSubPhrases) {
+  const fs::path d = data_dir("scripts");
+  const CliResult in = run(with_data({"ingest", "--json", scripts_pdf("scripts.pdf").string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const std::string id = test::parse_one_object(in.out)["id"].dump();
+  // Stored in logical order, the harakat kept in the text.
+  const CliResult show = run(with_data({"docs", "show", id, "--text"}, d));
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_EQ(show.out,
+            "[p. 1]\n\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \xD7\xA2\xD7\x95\xD7\x9C\xD7\x9D\n\n"
+            "[p. 2]\n\xD8\xAD\xD9\x8E\xD8\xA8\xD9\x8A\xD8\xA8\xD9\x8A\n\n"
+            "[p. 3]\n\xE4\xB8\x9C\xE5\x8C\x97\xE7\x94\xB5\xE6\xB0\x94\xE5\x8F\x91\xE5\xB1\x95\xE8"
+            "\x82\xA1\xE4\xBB\xBD\xE6\x9C\x89\xE9\x99\x90\xE5\x85\xAC\xE5\x8F\xB8\n\n"
+            "[p. 4]\n\xE6\x9D\xB1\xE4\xBA\xAC\xE9\x83\xBD\xE3\x81\xAE\xE4\xBA\xBA\xE5\x8F\xA3\xE3"
+            "\x81\xAF\xE5\xA2\x97\xE3\x81\x88\xE3\x81\xA6\xE3\x81\x84\xE3\x82\x8B\xE3\x80\x82\n");
+  // Each query: the pages it must hit (none: no hit).
+  const std::vector<std::pair<std::string, std::vector<int>>> queries = {
+      {"\xD7\xA2\xD7\x95\xD7\x9C\xD7\x9D", {1}},                  // עולם
+      {"\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D", {1}},                  // שלום
+      {"\xD8\xAD\xD8\xA8\xD9\x8A\xD8\xA8\xD9\x8A", {2}},          // حبيبي, without harakat
+      {"\xD8\xAD\xD9\x8E\xD8\xA8\xD9\x8A\xD8\xA8\xD9\x8A", {2}},  // حَبيبي, as written
+      {"\xE4\xB8\x9C\xE5\x8C\x97\xE7\x94\xB5\xE6\xB0\x94", {3}},  // 东北电气, inside the name
+      {"\xE8\x82\xA1\xE4\xBB\xBD\xE6\x9C\x89\xE9\x99\x90", {3}},  // 股份有限
+      {"\xE4\xBA\xBA\xE5\x8F\xA3\xE3\x81\xAF", {4}},              // 人口は
+      {"\xE5\xA2\x97\xE3\x81\x88\xE3\x81\xA6", {4}},              // 増えて
+      {"\xE4\xB8\x9C\xE5\x8C\x97\xE5\x85\xAC\xE5\x8F\xB8", {}},   // 东北公司: not adjacent
+      {"\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D\xD7\x99\xD7\x9D", {}},   // שלומים: not on any page
+  };
+  for (const auto& [q, want] : queries) {
+    const CliResult r = run(with_data({"docs", "search", q, "--json"}, d));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = test::parse_one_object(r.out);
+    std::vector<int> got;
+    for (const auto& hit : j["hits"]) got.push_back(hit["page"].get<int>());
+    EXPECT_EQ(got, want) << q << ": " << r.out;
+  }
+}
+
 TEST(CliDocs, RemoveDeletesTheDocument) {
   const fs::path d = data_dir("remove");
   const CliResult in = run(with_data({"ingest", "--json", text_pdf("r.pdf").string()}, d));
