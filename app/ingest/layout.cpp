@@ -512,9 +512,9 @@ void layout_rec(const std::vector<WordBox>& w, const std::vector<int>& idx, int 
         if (!found.empty() || end + 1 == i + kMinColumnRows) break;
         --end;
       }
-      if (found.empty()) {
-        // A title block of small boxes (tried before short column blocks: its boxes would
-        // pass for two).
+      if (found.empty() && depth == 0 && i == 0) {
+        // A title block of small boxes heads the page (a figure's labels further down are not
+        // one); tried before short column blocks, which its boxes would pass for.
         if (const size_t n = title_block(w, rows, i, j, left, right, min_gutter, page_rtl, out)) {
           next_starts_block = true;
           prev_y1 = rows[i + n - 1].y1;

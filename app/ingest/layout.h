@@ -27,8 +27,9 @@
 // glyph gaps say so: the gaps between the glyphs are even, and narrower than the gap to the
 // words beside them, or than the wider gaps that separate the letter-spaced words.
 //
-// A title block (two or three rows of small boxes side by side, of different sizes, one box
-// with fewer lines than another: a form's header) reads as one line, box by box left to right.
+// A title block at the top of the page (up to three rows of small boxes side by side, of
+// different sizes, one box with fewer lines than another: a form's header) reads as one line,
+// box by box left to right.
 // A running head or foot in a columns' band (its pieces over the columns, set apart by a
 // vertical gap) is read before or after the columns, not as their first or last lines.
 //
