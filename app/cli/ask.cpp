@@ -11,6 +11,7 @@
 
 #include "app/ask/ask.h"
 #include "app/cli/cli_common.h"
+#include "app/cli/option_checks.h"
 #include "app/cli/progress_out.h"
 #include "app/ingest/ingest.h"
 #include "app/jobs/jobs.h"
@@ -109,19 +110,11 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   c->add_option("-q,--question", a.question, "The question")->required();
   c->add_option("-n,--n-predict", a.n_predict,
                 "Answer tokens (-1: until end of text or the context is full)")
-      ->capture_default_str();
-  c->add_option("-c,--ctx-size", a.n_ctx, "Context length in tokens (0: the model's)")
-      ->capture_default_str();
-  c->add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
-  c->add_option("--temp", a.sampling.temp, "Temperature (0: greedy argmax)")->capture_default_str();
-  c->add_option("--top-k", a.sampling.top_k, "Top-k (0: off)")->capture_default_str();
-  c->add_option("--top-p", a.sampling.top_p, "Top-p (1: off)")->capture_default_str();
-  c->add_option("--min-p", a.sampling.min_p, "Min-p (0: off)")->capture_default_str();
-  c->add_option("--repeat-penalty", a.sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
-  c->add_option("--repeat-last-n", a.sampling.repeat_last_n, "Tokens the penalty looks back over")
-      ->capture_default_str();
-  c->add_option("-s,--seed", a.sampling.seed, "Random seed (default: random)");
+      ->capture_default_str()
+      ->check(count_or_unlimited("-n", kMaxInt));
+  add_ctx_option(*c, a.n_ctx);
+  add_threads_option(*c, a.n_threads);
+  add_sampling_options(*c, a.sampling);
   c->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
   c->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
@@ -143,7 +136,8 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
               "finished (stopped or killed) and continue at the next part");
   c->add_option("--snapshot-budget", a.snapshot_budget,
                 "Disk for saved document KV, least recently used removed first (e.g. 2G; default: "
-                "the settings', else 4 GiB at most a tenth of the free space)");
+                "the settings', else 4 GiB at most a tenth of the free space)")
+      ->check(size_at_least("--snapshot-budget", 1));
   c->add_option("--checkpoint-tokens", a.checkpoint_tokens,
                 "Prefill checkpoint every N tokens (0: none)")
       ->group("");
@@ -165,6 +159,7 @@ int run_ask(const AskArgs& a) {
   if (auto st = validate(a.sampling); !st) return ask_fail(st.error());
   if (a.n_ctx < 0) return ask_fail(make_error("-c {} must not be negative", a.n_ctx));
   if (a.n_threads < 0) return ask_fail(make_error("-t {} must not be negative", a.n_threads));
+  if (auto st = check_ubatch_fits(a.kv, a.n_ctx); !st) return bad_value(st.error());
   if (a.n_predict < -1 || a.n_predict == 0)
     return ask_fail(
         make_error("-n {}: use a count of 1 or more, or -1 (until the end of text)", a.n_predict));
@@ -217,6 +212,7 @@ int run_ask(const AskArgs& a) {
   auto context = choose_context_or_note(model, sp, *kv_settings, a.kv);
   if (!context) return ask_fail(context.error());
   sp.n_ctx = context->n_ctx;
+  if (auto st = check_ubatch_fits(a.kv, sp.n_ctx, a.n_ctx > 0); !st) return bad_value(st.error());
   BackendOptions opts;
   opts.device = *device;
   opts.n_ubatch = a.kv.n_ubatch;

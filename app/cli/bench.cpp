@@ -1,5 +1,7 @@
 #include "app/cli/bench.h"
 
+#include "app/cli/option_checks.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -272,7 +274,21 @@ double prefill_flops(const Model& model, int64_t n) {
 void add_depth_option(CLI::App& sub, int& depth) {
   sub.add_option("-d,--depth", depth,
                  "Context depth of the tg test: tokens prefilled, untimed, before each repeat")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range("-d", 0, kMaxInt));
+}
+
+void add_bench_count_options(CLI::App& sub, BenchArgs& a) {
+  sub.add_option("-p,--n-prompt", a.n_prompt, "Prompt tokens of the pp test")
+      ->capture_default_str()
+      ->check(int_range("-p", 1, kMaxInt));
+  sub.add_option("-n,--n-gen", a.n_gen, "Generated tokens of the tg test")
+      ->capture_default_str()
+      ->check(int_range("-n", 1, kMaxInt));
+  add_threads_option(sub, a.n_threads);
+  sub.add_option("-r,--repetitions", a.reps, "Repeats of each test")
+      ->capture_default_str()
+      ->check(int_range("-r", 1, kMaxInt));
 }
 
 int run_bench(const BenchArgs& a) {
@@ -311,6 +327,7 @@ int run_bench(const BenchArgs& a) {
   auto context = choose_context_or_note(model, sp, kv.kv, a.kv);
   if (!context) return fail(context.error());
   sp.n_ctx = context->n_ctx;
+  if (auto st = check_ubatch_fits(a.kv, sp.n_ctx, false); !st) return bad_value(st.error());
   kv.kv = context->kv;
   const char* whose =
       sp.n_ctx < c.n_ctx_train ? "context that fits this machine" : "model's context";

@@ -37,6 +37,10 @@ namespace spw::cli {
 /// Adds -d/--depth (BenchArgs::depth) to a bench command (spillway-cli bench, spillway-bench).
 void add_depth_option(CLI::App& sub, int& depth);
 
+struct BenchArgs;
+/// Adds -p, -n, -t and -r, each checked against its range (app/cli/option_checks.h).
+void add_bench_count_options(CLI::App& sub, BenchArgs& a);
+
 struct BenchArgs {
   std::string model;
   int n_prompt = 512;           // -p: tokens of the pp test

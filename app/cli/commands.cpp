@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli_common.h"
+#include "app/cli/option_checks.h"
 #include "app/cli/progress_out.h"
 #include "app/paths.h"
 #include "app/runtime/progress.h"
@@ -414,6 +415,7 @@ int run_generate(const GenerateArgs& a) {
     return fail(Error{"--dump-logits needs --json (the logits go into the JSON object)"});
   if (a.n_ctx < 0) return fail(make_error("-c {} must not be negative", a.n_ctx));
   if (a.n_threads < 0) return fail(make_error("-t {} must not be negative", a.n_threads));
+  if (auto st = check_ubatch_fits(a.kv, a.n_ctx); !st) return bad_value(st.error());
   if (a.n_predict < -1) {
     return fail(make_error("-n {}: use a count, 0, or -1 (until the end of text)", a.n_predict));
   }
@@ -488,6 +490,7 @@ int run_generate(const GenerateArgs& a) {
   auto context = choose_context_or_note(model, sp, *kv_settings, a.kv);
   if (!context) return fail(context.error());
   sp.n_ctx = context->n_ctx;
+  if (auto st = check_ubatch_fits(a.kv, sp.n_ctx, a.n_ctx > 0); !st) return bad_value(st.error());
   // The fast path on the chosen device by default; --reference selects the float64 oracle.
   std::unique_ptr<Session> session;
   if (a.reference) {

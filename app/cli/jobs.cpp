@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/commands.h"
+#include "app/cli/option_checks.h"
 #include "app/cli/progress_out.h"
 #include "app/jobs/jobs.h"
 #include "app/jobs/schedule.h"
@@ -188,6 +190,7 @@ int run_add(const JobsArgs& a) {
   }
 
   // Engine settings, checked now so a typo fails here and not at 2 a.m.
+  if (auto st = check_ubatch_fits(a.kv, a.n_ctx); !st) return bad_value(st.error());
   KvArgs kv_args = a.kv;  // a disk tier without --spill-dir goes to the cache folder
   if (kv_args.spill_dir.empty() && kv_args.disk_budget && *kv_args.disk_budget != "0")
     kv_args.default_spill_dir = default_spill_dir(a.data_dir);
@@ -443,12 +446,15 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
       ->delimiter(',');
   add->add_option("-m,--model", a.model, "GGUF file (with --endpoint: the served model's name)");
   add->add_option("--title", a.title, "Shown in lists (default: the task and document count)");
-  add->add_option("-n,--n-predict", a.n_predict, "Answer tokens per prompt")->capture_default_str();
-  add->add_option("--temp", a.temp, "Temperature (0: greedy)")->capture_default_str();
+  add->add_option("-n,--n-predict", a.n_predict, "Answer tokens per prompt")
+      ->capture_default_str()
+      ->check(int_range("-n", 1, kMaxInt));
+  add->add_option("--temp", a.temp, "Temperature (0: greedy)")
+      ->capture_default_str()
+      ->check(real_range("--temp", 0, false, std::numeric_limits<double>::infinity(), false));
   add->add_option("-s,--seed", a.seed, "Sampling seed (with --temp > 0)")->capture_default_str();
-  add->add_option("-c,--ctx-size", a.n_ctx, "Context length in tokens (0: the model's)")
-      ->capture_default_str();
-  add->add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
+  add_ctx_option(*add, a.n_ctx);
+  add_threads_option(*add, a.n_threads);
   add->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
   add->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
@@ -464,7 +470,9 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   add->add_flag("--when-idle", a.when_idle,
                 "Run when Spillway has not been used interactively for --idle-minutes and the "
                 "load is below one core");
-  add->add_option("--idle-minutes", a.idle_minutes, "With --when-idle")->capture_default_str();
+  add->add_option("--idle-minutes", a.idle_minutes, "With --when-idle")
+      ->capture_default_str()
+      ->check(int_range("--idle-minutes", 0, kMaxInt));
   add->add_option("--endpoint", a.endpoint,
                   "An OpenAI-compatible server URL instead of the local engine (API key: "
                   "SPILLWAY_API_KEY)");

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/cli/option_checks.h"
 #include "engine/backend/device.h"
 #include "engine/common/size.h"
 #include "engine/kv/kv_cache.h"
@@ -20,9 +21,11 @@ void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
   sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
       ->capture_default_str();
   sub.add_option("--host-budget", a.host_budget,
-                 "RAM for KV blocks that left the window, e.g. 8G (default: no limit)");
+                 "RAM for KV blocks that left the window, e.g. 8G (default: no limit)")
+      ->check(size_at_least("--host-budget", 0));
   sub.add_option("--disk-budget", a.disk_budget,
-                 "Disk for KV blocks past the host budget, e.g. 100G (default 0: no disk tier)");
+                 "Disk for KV blocks past the host budget, e.g. 100G (default 0: no disk tier)")
+      ->check(size_at_least("--disk-budget", 0));
   sub.add_option("--spill-dir", a.spill_dir,
                  "Folder of the disk tier's spill file (default: the cache folder)")
       ->check(CLI::Validator(
@@ -32,18 +35,26 @@ void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
           "DIR"));
   sub.add_option("--mem-available", a.mem_available,
                  "Memory the default context (no -c) plans with, e.g. 16G (default: what the "
-                 "machine has available now)");
+                 "machine has available now)")
+      ->check(size_at_least("--mem-available", 1));
   if (plan_aliases) {
     // Hidden: the old spellings of plan, kept so scripts keep working (make_kv_settings says
     // so once).
-    sub.add_option("--ram", a.ram_alias, "Deprecated: --host-budget")->group("");
-    sub.add_option("--disk", a.disk_alias, "Deprecated: --disk-budget")->group("");
+    sub.add_option("--ram", a.ram_alias, "Deprecated: --host-budget")
+        ->group("")
+        ->check(size_at_least("--ram", 0));
+    sub.add_option("--disk", a.disk_alias, "Deprecated: --disk-budget")
+        ->group("")
+        ->check(size_at_least("--disk", 0));
   }
 }
 
 void add_kv_options(CLI::App& sub, KvArgs& a) {
   add_kv_layout_options(sub, a);
-  sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step")->capture_default_str();
+  sub.add_option("--ubatch", a.n_ubatch, "Tokens per prefill step (at most the context)")
+      ->capture_default_str()
+      ->check(int_range("--ubatch", 1, kMaxTokens))
+      ->each([&a](const std::string&) { a.ubatch_given = true; });
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")
       ->capture_default_str();

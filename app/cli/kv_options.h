@@ -33,6 +33,7 @@ struct KvArgs {
   std::optional<std::string> disk_budget;      // --disk-budget SIZE; not given: 0, no disk tier
   std::string spill_dir;                       // --spill-dir; empty: default_spill_dir
   int64_t n_ubatch = 512;                      // --ubatch: tokens per prefill step
+  bool ubatch_given = false;                   // --ubatch was on the command line
   std::string attention = "exact";             // --attention exact | streaming | topk:K
   std::string huge_pages = "on";               // --huge-pages on | off: the host arena's pages
   std::string numa_node = "auto";              // --numa-node auto | off | N: the host arena's

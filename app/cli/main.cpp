@@ -17,34 +17,13 @@
 #include "app/cli/commands.h"
 #include "app/cli/ingest_docs.h"
 #include "app/cli/jobs.h"
+#include "app/cli/option_checks.h"
 #include "app/cli/plan.h"
 #include "app/cli/serve.h"
 #include "app/paths.h"
 #include "app/version.h"
 #include "engine/chat/chat_template.h"
 #include "engine/kv/spill_file.h"
-
-namespace {
-
-// CLI11 parse errors become "error: ..." on stderr and exit 1 (help and version exit 0).
-int parse_error(CLI::App& app, const CLI::ParseError& e) {
-  if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-  // CLI11 says "Could not convert: --temp = abc": name the option and what it takes.
-  const std::string what = e.what();
-  const std::string prefix = "Could not convert: ";
-  if (what.rfind(prefix, 0) == 0 && what.find(" = ") != std::string::npos) {
-    const size_t eq = what.find(" = ");
-    const std::string name = what.substr(prefix.size(), eq - prefix.size());
-    std::fprintf(stderr,
-                 "error: %s %s: not a number (%s takes a number; see --help of the command)\n",
-                 name.c_str(), what.substr(eq + 3).c_str(), name.c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
-  return 1;
-}
-
-}  // namespace
 
 namespace {
 
@@ -119,23 +98,11 @@ int main(int argc, char** argv) {
   c_gen
       ->add_option("-n,--n-predict", gen.n_predict,
                    "Tokens to generate (-1: until end of text or the context is full)")
-      ->capture_default_str();
-  c_gen->add_option("-c,--ctx-size", gen.n_ctx, "Context length in tokens (0: the model's)")
-      ->capture_default_str();
-  c_gen->add_option("-t,--threads", gen.n_threads, "CPU threads (0: all cores)")
-      ->capture_default_str();
-  c_gen->add_option("--temp", gen.sampling.temp, "Temperature (0: greedy argmax)")
-      ->capture_default_str();
-  c_gen->add_option("--top-k", gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();
-  c_gen->add_option("--top-p", gen.sampling.top_p, "Top-p (1: off)")->capture_default_str();
-  c_gen->add_option("--min-p", gen.sampling.min_p, "Min-p (0: off)")->capture_default_str();
-  c_gen->add_option("--repeat-penalty", gen.sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
-  c_gen
-      ->add_option("--repeat-last-n", gen.sampling.repeat_last_n,
-                   "Tokens the penalty looks back over")
-      ->capture_default_str();
-  c_gen->add_option("-s,--seed", gen.sampling.seed, "Random seed (default: random)");
+      ->capture_default_str()
+      ->check(count_or_unlimited("-n", kMaxInt));
+  add_ctx_option(*c_gen, gen.n_ctx);
+  add_threads_option(*c_gen, gen.n_threads);
+  add_sampling_options(*c_gen, gen.sampling);
   c_gen->add_option("--cache-type-k", gen.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
   c_gen->add_option("--cache-type-v", gen.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
@@ -187,14 +154,7 @@ int main(int argc, char** argv) {
   auto* c_bench = app.add_subcommand(
       "bench", "Prompt-processing and generation speed, bandwidth and peak memory (llama-bench)");
   c_bench->add_option("-m,--model", bench.model, "GGUF file")->required();
-  c_bench->add_option("-p,--n-prompt", bench.n_prompt, "Prompt tokens of the pp test")
-      ->capture_default_str();
-  c_bench->add_option("-n,--n-gen", bench.n_gen, "Generated tokens of the tg test")
-      ->capture_default_str();
-  c_bench->add_option("-t,--threads", bench.n_threads, "CPU threads (0: all cores)")
-      ->capture_default_str();
-  c_bench->add_option("-r,--repetitions", bench.reps, "Repeats of each test")
-      ->capture_default_str();
+  add_bench_count_options(*c_bench, bench);
   c_bench->add_flag("--reference", bench.reference,
                     "Time the float64 reference forward pass (CPU only) instead of the fast path");
   c_bench
@@ -209,20 +169,18 @@ int main(int argc, char** argv) {
   auto* c_plan = app.add_subcommand(
       "plan", "Where a context's KV goes (window, RAM, disk), whether it fits, predicted speed");
   c_plan->add_option("-m,--model", plan.model, "GGUF file")->required();
-  c_plan->add_option("-c,--ctx-size", plan.n_ctx, "Context length in tokens (0: the model's)")
-      ->capture_default_str();
-  c_plan->add_option("--vram", plan.vram,
-                     "GPU memory for weights + window, e.g. 24G (none: no GPU)");
+  add_ctx_option(*c_plan, plan.n_ctx);
+  c_plan
+      ->add_option("--vram", plan.vram, "GPU memory for weights + window, e.g. 24G (none: no GPU)")
+      ->check(size_at_least("--vram", 0));
   c_plan->add_option("--cache-type-k", plan.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
   c_plan->add_option("--cache-type-v", plan.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
       ->capture_default_str();
   add_kv_layout_options(*c_plan, plan.kv, /*plan_aliases=*/true);
   c_plan->add_flag("--json", plan.json, "One JSON object on stdout");
-  c_plan
-      ->add_option("-t,--threads", plan.n_threads,
-                   "CPU threads the predicted speed is for (0: all cores)")
-      ->capture_default_str();
+  add_threads_option(*c_plan, plan.n_threads,
+                     "CPU threads the predicted speed is for (default: all cores)");
   c_plan->add_flag("--no-calibrate", plan.no_calibrate,
                    "Predict from memory bandwidth only: no measured speed profile (calibrating "
                    "takes seconds on first use; the profile is cached per model and machine)");
@@ -268,7 +226,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return parse_error(app, e);
+    return report_parse_error(app, e);
   }
   if (app.count("--data-dir") > 0 && data_dir.empty()) {
     std::fprintf(stderr, "error: --data-dir needs a folder, not an empty string\n");

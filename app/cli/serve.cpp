@@ -11,6 +11,7 @@
 
 #include "app/cli/cli_common.h"
 #include "app/cli/commands.h"
+#include "app/cli/option_checks.h"
 #include "app/remote/openai_client.h"
 #include "app/runtime/engine.h"
 #include "app/serve/server.h"
@@ -25,10 +26,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
   c->add_option("--host", a.host,
                 "Address to listen on (not loopback: needs SPILLWAY_API_KEY in the environment)")
       ->capture_default_str();
-  c->add_option("--port", a.port, "TCP port (0: any free port, printed)")->capture_default_str();
-  c->add_option("-c,--ctx-size", a.n_ctx, "Context length in tokens (0: the model's)")
-      ->capture_default_str();
-  c->add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
+  c->add_option("--port", a.port, "TCP port (0: any free port, printed)")
+      ->capture_default_str()
+      ->check(int_range("--port", 0, 65535));
+  add_ctx_option(*c, a.n_ctx);
+  add_threads_option(*c, a.n_threads);
   c->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
       ->capture_default_str();
   c->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
@@ -38,19 +40,24 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
   c->add_option("--alias", a.alias, "Model id to serve (default: the model's file name)");
   c->add_option("--max-queue", a.max_queue,
                 "Requests that may wait for the engine; more are answered 503")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range("--max-queue", 1, kMaxInt));
   c->add_option("--max-body", a.max_body,
                 "Largest request body (e.g. 512KiB, 8MiB); larger ones are answered 413")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(size_at_least("--max-body", 1));
   c->add_option("--max-connections", a.max_connections,
                 "Open connections at most; more are answered 503 at once")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range("--max-connections", 1, kMaxInt));
   c->add_option("--max-client-connections", a.max_client_connections,
                 "Open connections from one client address at most; more are answered 503")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range("--max-client-connections", 1, kMaxInt));
   c->add_option("--header-timeout", a.header_timeout_s,
                 "Seconds a request's line and headers may take to arrive (then 408)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_range("--header-timeout", 0, true, 3600, false));
   add_kv_options(*c, a.kv);
   return c;
 }
@@ -136,6 +143,7 @@ int run_serve(ServeArgs& a) {
                  a.max_queue);
     return 1;
   }
+  if (auto st = check_ubatch_fits(a.kv, a.n_ctx); !st) return bad_value(st.error());
   if (a.kv.default_spill_dir.empty()) a.kv.default_spill_dir = default_spill_dir(a.data_dir);
   auto kv_settings = make_kv_settings(a.kv);
   if (!kv_settings) {

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/cli/bench.h"
+#include "app/cli/option_checks.h"
 
 int main(int argc, char** argv) {
   spw::cli::BenchArgs a;
@@ -20,11 +21,7 @@ int main(int argc, char** argv) {
       "spillway-bench: prompt-processing and generation speed, bandwidth and peak memory "
       "(llama-bench; the same as `spillway-cli bench`)"};
   app.add_option("-m,--model", a.model, "GGUF file")->required();
-  app.add_option("-p,--n-prompt", a.n_prompt, "Prompt tokens of the pp test")
-      ->capture_default_str();
-  app.add_option("-n,--n-gen", a.n_gen, "Generated tokens of the tg test")->capture_default_str();
-  app.add_option("-t,--threads", a.n_threads, "CPU threads (0: all cores)")->capture_default_str();
-  app.add_option("-r,--repetitions", a.reps, "Repeats of each test")->capture_default_str();
+  spw::cli::add_bench_count_options(app, a);
   // Checked by run_bench, as for spillway-cli, so both print the same error.
   app.add_option("--device", a.device,
                  "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
@@ -40,9 +37,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
-    return 1;
+    return spw::cli::report_parse_error(app, e);
   }
   int rc = 1;
   try {

@@ -182,26 +182,27 @@ TEST(CliBench, PlainTableAndReference) {
   EXPECT_GT(j.value("kv_bytes", 0), 0);
 }
 
-TEST(CliBench, BadFlagsExitOneWithNothingOnStdout) {
+// Values out of range exit 2 (app/cli/option_checks.h), other errors 1.
+TEST(CliBench, BadFlagsExitNonZeroWithNothingOnStdout) {
   const std::string m = tiny_model().string();
-  const std::vector<std::vector<std::string>> cases = {
-      {"bench", "-m", m, "-p", "0"},
-      {"bench", "-m", m, "-n", "0"},
-      {"bench", "-m", m, "-r", "0"},
-      {"bench", "-m", m, "-p", "-3"},
-      {"bench", "-m", m, "-t", "-1"},
-      {"bench", "-m", m, "-p", "300", "-n", "4"},               // 300 tokens > context 256
-      {"bench", "-m", m, "-p", "8", "-d", "200", "-n", "100"},  // depth 200 + 100 > 256
-      {"bench", "-m", m, "-p", "many"},
-      {"bench", "-m", m, "--no-such-flag"},
-      {"bench", "-p", "16"},  // no model
-      {"bench", "-m", (tmp_dir() / "missing.gguf").string(), "--json"},
+  const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+      {{"bench", "-m", m, "-p", "0"}, 2},
+      {{"bench", "-m", m, "-n", "0"}, 2},
+      {{"bench", "-m", m, "-r", "0"}, 2},
+      {{"bench", "-m", m, "-p", "-3"}, 2},
+      {{"bench", "-m", m, "-t", "-1"}, 2},
+      {{"bench", "-m", m, "-p", "300", "-n", "4"}, 1},               // 300 tokens > context 256
+      {{"bench", "-m", m, "-p", "8", "-d", "200", "-n", "100"}, 1},  // depth 200 + 100 > 256
+      {{"bench", "-m", m, "-p", "many"}, 2},
+      {{"bench", "-m", m, "--no-such-flag"}, 1},
+      {{"bench", "-p", "16"}, 1},  // no model
+      {{"bench", "-m", (tmp_dir() / "missing.gguf").string(), "--json"}, 1},
   };
-  for (const auto& args : cases) {
+  for (const auto& [args, code] : cases) {
     std::string line;
     for (const auto& a : args) line += a + " ";
     const Result r = run(args);
-    EXPECT_EQ(r.exit_code, 1) << line << "\nstderr: " << r.err;
+    EXPECT_EQ(r.exit_code, code) << line << "\nstderr: " << r.err;
     EXPECT_TRUE(r.out.empty()) << line << "\nstdout: " << r.out;
     EXPECT_NE(r.err.find("error"), std::string::npos) << line << "\nstderr: " << r.err;
   }

@@ -119,7 +119,7 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("q3"), std::string::npos) << r.err;
   r = run({"generate", "-m", p.string(), "-p", "x", "--top-p", "0"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2) << "a value out of range";
   r = run({"generate", "-p", "x"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("model"), std::string::npos) << r.err;
@@ -141,10 +141,14 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
         << r.err;
   }
   fs::remove(big);
-  // A value that is not a number names the option and the value.
+  // A value that is not a number names the option, the value and what it takes.
   r = run({"generate", "-m", p.string(), "-p", "x", "--temp", "abc"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("error: --temp abc: not a number"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("error: --temp must be a number at least 0, got 'abc'"), std::string::npos)
+      << r.err;
+  r = run({"generate", "-m", p.string(), "-p", "x", "--seed", "abc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("error: --seed abc: not a number"), std::string::npos) << r.err;
   // More threads than CPUs runs, with a warning that says what helps.
   r = run({"generate", "-m", p.string(), "-p", "x", "-n", "1", "-t", "1000"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -566,8 +570,10 @@ TEST(CliRobustness, SpecialFilesCommandsAndOutputErrors) {
   r = run({"--data-dir", "", "info", "-m", p.string()});
   EXPECT_EQ(r.exit_code, 1);
   r = run({"generate", "-m", p.string(), "-p", "x", "-n", "-5"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("-n -5"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("-n must be -1 (until the end of text) or 1..2147483647, got -5"),
+            std::string::npos)
+      << r.err;
   r = run({"generate", "-m", p.string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("-p TEXT or -f FILE"), std::string::npos) << r.err;

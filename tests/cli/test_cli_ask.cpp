@@ -453,9 +453,6 @@ TEST_F(CliAsk, ErrorsAreClear) {
            {{"ask", "-m", (data_ / "missing.gguf").string(), "-q", "x", "--data-dir",
              data_.string(), pdf.string()},
             "missing.gguf"},
-           {{"ask", "-m", stories().string(), "-q", "x", "-n", "0", "--data-dir", data_.string(),
-             pdf.string()},
-            "-n 0"},
            {with(base(), {pdf.string(), "--template", "nope"}), "--template"},
            {with(base(), {pdf.string(), "--doc", "1"}), "excludes"},
        }) {
@@ -464,6 +461,14 @@ TEST_F(CliAsk, ErrorsAreClear) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+  // A value out of range: exit 2, with the range.
+  const CliResult n0 = run({"ask", "-m", stories().string(), "-q", "x", "-n", "0", "--data-dir",
+                            data_.string(), pdf.string()});
+  EXPECT_EQ(n0.exit_code, 2) << n0.err;
+  EXPECT_NE(n0.err.find("error: -n must be -1 (until the end of text) or 1..2147483647, got 0"),
+            std::string::npos)
+      << n0.err;
+  EXPECT_TRUE(n0.out.empty()) << n0.out;
 }
 
 }  // namespace

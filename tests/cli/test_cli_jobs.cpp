@@ -574,7 +574,6 @@ TEST_F(CliJobs, BadInputIsRefusedAndNothingIsQueued) {
       {{"--doc", "1", "--task", "prompt"}, "a prompt job needs --prompt TEXT"},
       {{"--doc", "1", "--prompt", "x"}, "--prompt goes with --task prompt"},
       {{"--doc", "1", "--cache-type-k", "q3"}, "--cache-type-k"},
-      {{"--doc", "1", "-n", "0"}, "-n 0"},
       {{"--doc", "1", "--endpoint", "ftp://x"}, "--endpoint 'ftp://x'"},
   };
   for (const Case& c : cases) {
@@ -584,6 +583,9 @@ TEST_F(CliJobs, BadInputIsRefusedAndNothingIsQueued) {
     EXPECT_EQ(r.exit_code, 1) << c.message;
     EXPECT_NE(r.err.find("error: " + c.message), std::string::npos) << r.err;
   }
+  const CliResult n0 = run(with_data({"jobs", "add", "-m", model_, "--doc", "1", "-n", "0"}));
+  EXPECT_EQ(n0.exit_code, 2) << "a value out of range";
+  EXPECT_NE(n0.err.find("error: -n must be 1..2147483647, got 0"), std::string::npos) << n0.err;
   const CliResult nomodel = run(with_data({"jobs", "add", "-m", "/no/such.gguf", "--doc", "1"}));
   EXPECT_EQ(nomodel.exit_code, 1);
   EXPECT_NE(nomodel.err.find("-m /no/such.gguf: no such file"), std::string::npos);

@@ -130,18 +130,19 @@ TEST(CliPlan, BadFlagsAreRefused) {
   struct Case {
     std::vector<std::string> args;
     std::string message;
+    int exit_code = 1;  // 2: a value out of range, refused while parsing
   };
   const Case cases[] = {
-      {{"plan", "-m", m, "--host-budget", "12Q"}, "--host-budget: invalid size '12Q'"},
-      {{"plan", "-m", m, "--disk-budget", "lots"}, "--disk-budget: invalid size 'lots'"},
-      {{"plan", "-m", m, "--ram", "12Q"}, "--ram: invalid size '12Q'"},
-      {{"plan", "-m", m, "--disk", "lots"}, "--disk: invalid size 'lots'"},
-      {{"plan", "-m", m, "--vram=-4G"}, "--vram: invalid size '-4G'"},
-      {{"plan", "-m", m, "--host-budget", "99999999999T"}, "--host-budget: invalid size"},
+      {{"plan", "-m", m, "--host-budget", "12Q"}, "--host-budget: invalid size '12Q'", 2},
+      {{"plan", "-m", m, "--disk-budget", "lots"}, "--disk-budget: invalid size 'lots'", 2},
+      {{"plan", "-m", m, "--ram", "12Q"}, "--ram: invalid size '12Q'", 2},
+      {{"plan", "-m", m, "--disk", "lots"}, "--disk: invalid size 'lots'", 2},
+      {{"plan", "-m", m, "--vram=-4G"}, "--vram: invalid size '-4G'", 2},
+      {{"plan", "-m", m, "--host-budget", "99999999999T"}, "--host-budget: invalid size", 2},
       {{"plan", "-m", m, "--ram", "1M", "--host-budget", "1M"}, "the same setting"},
       {{"plan", "-m", m, "--disk", "1M", "--disk-budget", "0"}, "the same setting"},
-      {{"plan", "-m", m, "--host-budget", ""}, "--host-budget: invalid size ''"},
-      {{"plan", "-m", m, "--ram", ""}, "--ram: invalid size ''"},
+      {{"plan", "-m", m, "--host-budget", ""}, "--host-budget: invalid size ''", 2},
+      {{"plan", "-m", m, "--ram", ""}, "--ram: invalid size ''", 2},
       {{"plan", "-m", m, "--kv-window", "none"}, "--kv-window 'none'"},
       {{"plan", "-m", m, "--cache-type-k", "q4_0"}, "unknown KV cache type 'q4_0'"},
       {{"plan", "-m", m, "--cache-type-v", "q8_0"}, "q8_0 KV cache needs head_dim_v % 32 == 0"},
@@ -151,7 +152,7 @@ TEST(CliPlan, BadFlagsAreRefused) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args.back());
     const CliResult r = run(c.args);
-    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.exit_code, c.exit_code) << r.out << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
   }

@@ -296,8 +296,8 @@ TEST(CliServe, BodyLimitAndAPromptThatCannotFit) {
   const CliResult flag = run_cli(
       SPILLWAY_CLI_PATH,
       {"serve", "-m", test_model().string(), "--port", "0", "--max-body", "lots"}, tmp_dir());
-  EXPECT_EQ(flag.exit_code, 1);
-  EXPECT_NE(flag.err.find("error: --max-body lots: invalid size"), std::string::npos) << flag.err;
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.err.find("error: --max-body: invalid size 'lots'"), std::string::npos) << flag.err;
 }
 
 TEST(CliServe, PortInUse) {
@@ -327,14 +327,16 @@ TEST(CliServe, BadFlags) {
   EXPECT_NE(kv.err.find("--cache-type-k"), std::string::npos) << kv.err;
   const CliResult port = run_cli(
       SPILLWAY_CLI_PATH, {"serve", "-m", test_model().string(), "--port", "70000"}, tmp_dir());
-  EXPECT_EQ(port.exit_code, 1);
-  EXPECT_NE(port.err.find("--port 70000"), std::string::npos) << port.err;
+  EXPECT_EQ(port.exit_code, 2);
+  EXPECT_NE(port.err.find("error: --port must be 0..65535, got 70000"), std::string::npos)
+      << port.err;
   // A queue of 0 would answer every request 503: refused.
   const CliResult queue =
       run_cli(SPILLWAY_CLI_PATH,
               {"serve", "-m", test_model().string(), "--port", "0", "--max-queue", "0"}, tmp_dir());
-  EXPECT_EQ(queue.exit_code, 1);
-  EXPECT_NE(queue.err.find("--max-queue 0: at least 1 request"), std::string::npos) << queue.err;
+  EXPECT_EQ(queue.exit_code, 2);
+  EXPECT_NE(queue.err.find("error: --max-queue must be 1..2147483647, got 0"), std::string::npos)
+      << queue.err;
 }
 
 }  // namespace

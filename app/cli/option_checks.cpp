@@ -1,0 +1,179 @@
+#include "app/cli/option_checks.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "engine/common/size.h"
+#include "engine/sampling/sampler.h"
+
+namespace spw::cli {
+
+namespace {
+
+// The whole text as a base-10 integer; nothing when it is not one (or overflows).
+bool parse_int(const std::string& s, int64_t& v) {
+  const char* first = s.data();
+  const char* last = s.data() + s.size();
+  if (first != last && *first == '+') ++first;
+  const auto [end, ec] = std::from_chars(first, last, v);
+  return ec == std::errc() && end == last && first != last;
+}
+
+// The whole text as a finite real number.
+bool parse_real(const std::string& s, double& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(v);
+}
+
+std::string interval_text(double lo, bool lo_open, double hi, bool hi_open) {
+  if (std::isinf(hi)) return fmt::format("{} {:g}", lo_open ? "more than" : "at least", lo);
+  return fmt::format("in {}{:g}, {:g}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
+}
+
+}  // namespace
+
+CLI::Validator int_range(const std::string& flag, int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [flag, lo, hi](std::string& s) -> std::string {
+        int64_t v = 0;
+        if (!parse_int(s, v))
+          return fmt::format("{} must be a whole number {}..{}, got '{}'", flag, lo, hi, s);
+        if (v < lo || v > hi) return fmt::format("{} must be {}..{}, got {}", flag, lo, hi, v);
+        s = std::to_string(v);
+        return std::string();
+      },
+      fmt::format("{}..{}", lo, hi));
+}
+
+CLI::Validator count_or_unlimited(const std::string& flag, int64_t hi) {
+  return CLI::Validator(
+      [flag, hi](std::string& s) -> std::string {
+        int64_t v = 0;
+        const bool ok = parse_int(s, v);
+        if (ok && (v == -1 || (v >= 1 && v <= hi))) {
+          s = std::to_string(v);
+          return std::string();
+        }
+        return fmt::format("{} must be -1 (until the end of text) or 1..{}, got {}", flag, hi,
+                           ok ? std::to_string(v) : "'" + s + "'");
+      },
+      fmt::format("-1 or 1..{}", hi));
+}
+
+CLI::Validator real_range(const std::string& flag, double lo, bool lo_open, double hi,
+                          bool hi_open) {
+  const std::string range = interval_text(lo, lo_open, hi, hi_open);
+  return CLI::Validator(
+      [flag, lo, lo_open, hi, hi_open, range](std::string& s) -> std::string {
+        double v = 0;
+        if (!parse_real(s, v))
+          return fmt::format("{} must be a number {}, got '{}'", flag, range, s);
+        const bool above = lo_open ? v > lo : v >= lo;
+        const bool below = hi_open ? v < hi : v <= hi;
+        if (!above || !below) return fmt::format("{} must be {}, got {}", flag, range, s);
+        return std::string();
+      },
+      range);
+}
+
+CLI::Validator size_at_least(const std::string& flag, int64_t min_bytes) {
+  return CLI::Validator(
+      [flag, min_bytes](std::string& s) -> std::string {
+        auto v = parse_size(s);
+        // parse_size says "invalid size '8Q' (use a number with K, M, G or T, ...)".
+        if (!v) {
+          return fmt::format("{}: {}", flag, v.error().message);
+        }
+        if (*v < min_bytes) {
+          return fmt::format("{} must be at least {} byte{}, got '{}'", flag, min_bytes,
+                             min_bytes == 1 ? "" : "s", s);
+        }
+        return std::string();
+      },
+      "SIZE");
+}
+
+CLI::Option* add_ctx_option(CLI::App& sub, int64_t& n_ctx) {
+  return sub
+      .add_option("-c,--ctx-size", n_ctx,
+                  "Context length in tokens (default: the trained context when its KV fits, "
+                  "else the largest that does)")
+      ->check(int_range("-c", 1, kMaxTokens));
+}
+
+CLI::Option* add_threads_option(CLI::App& sub, int& n_threads, const std::string& help) {
+  return sub.add_option("-t,--threads", n_threads, help)->check(int_range("-t", 1, kMaxThreads));
+}
+
+void add_sampling_options(CLI::App& sub, SamplerParams& s) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  sub.add_option("--temp", s.temp, "Temperature (0: greedy argmax)")
+      ->capture_default_str()
+      ->check(real_range("--temp", 0, false, kInf, false));
+  sub.add_option("--top-k", s.top_k, "Top-k (0: off)")
+      ->capture_default_str()
+      ->check(int_range("--top-k", 0, kMaxInt));
+  sub.add_option("--top-p", s.top_p, "Top-p (1: off)")
+      ->capture_default_str()
+      ->check(real_range("--top-p", 0, true, 1, false));
+  sub.add_option("--min-p", s.min_p, "Min-p (0: off)")
+      ->capture_default_str()
+      ->check(real_range("--min-p", 0, false, 1, false));
+  sub.add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str()
+      ->check(real_range("--repeat-penalty", 0, true, kInf, false));
+  sub.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalty looks back over")
+      ->capture_default_str()
+      ->check(int_range("--repeat-last-n", 0, kMaxInt));
+  sub.add_option("-s,--seed", s.seed, "Random seed (default: random)");
+}
+
+int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+    // CLI11 says "--threads: -t must be 1..1024, got 0": the checks above name the flag as the
+    // user knows it, so their message stands alone.
+    const size_t colon = what.find(": ");
+    const bool ours = colon != std::string::npos && what.compare(colon + 2, 1, "-") == 0;
+    std::fprintf(stderr, "error: %s\n", ours ? what.c_str() + colon + 2 : what.c_str());
+    return kExitBadValue;
+  }
+  // CLI11 says "Could not convert: --seed = abc": name the option and what it takes.
+  const std::string prefix = "Could not convert: ";
+  if (what.rfind(prefix, 0) == 0 && what.find(" = ") != std::string::npos) {
+    const size_t eq = what.find(" = ");
+    const std::string name = what.substr(prefix.size(), eq - prefix.size());
+    std::fprintf(stderr,
+                 "error: %s %s: not a number (%s takes a number; see --help of the command)\n",
+                 name.c_str(), what.substr(eq + 3).c_str(), name.c_str());
+    return kExitBadValue;
+  }
+  std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", what.c_str());
+  return 1;
+}
+
+int bad_value(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.message.c_str());
+  return kExitBadValue;
+}
+
+Status check_ubatch_fits(const KvArgs& kv, int64_t n_ctx, bool ctx_given) {
+  const int64_t n_ubatch = kv.n_ubatch;
+  if (!kv.ubatch_given || n_ctx <= 0 || n_ubatch <= n_ctx) return Status::Ok();
+  return make_error(
+      "--ubatch {} is larger than the context ({}): a prefill step cannot hold more tokens than "
+      "the context; give --ubatch {} or less, or a larger -c",
+      n_ubatch,
+      ctx_given ? fmt::format("-c {}", n_ctx) : fmt::format("{} tokens, chosen without -c", n_ctx),
+      n_ctx);
+}
+
+}  // namespace spw::cli
