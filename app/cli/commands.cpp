@@ -467,6 +467,10 @@ int run_generate(const GenerateArgs& a) {
       }
     }
   }
+  // Checked before the prefill, which can take an hour: the snapshot is written after it.
+  if (!a.save_kv.empty()) {
+    if (auto st = check_output_writable("--save-kv", a.save_kv); !st) return fail(st.error());
+  }
   StatsWriter stats_out;
   if (!a.stats_json.empty()) {
     if (auto st = stats_out.open(a.stats_json); !st) return fail(st.error());

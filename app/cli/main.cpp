@@ -232,7 +232,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --data-dir needs a folder, not an empty string\n");
     return 1;
   }
-  if (!data_dir.empty()) {
+  // The commands that only read a model (info, tokenize, chat-template) or plan need no data
+  // folder of their own: they run where it cannot be created or written (a read-only HOME or
+  // --data-dir). The others create it here, or say which folder is not writable.
+  const bool reads_only = *c_info || *c_tok || *c_chat || *c_plan;
+  if (!data_dir.empty() && !reads_only) {
     spw::app::PathOverrides o;
     o.data_dir = data_dir;
     if (auto paths = spw::app::prepare_paths(o); !paths) {

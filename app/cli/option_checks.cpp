@@ -1,13 +1,20 @@
 #include "app/cli/option_checks.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "engine/common/output_path.h"
 #include "engine/common/size.h"
 #include "engine/sampling/sampler.h"
 
@@ -174,6 +181,24 @@ Status check_ubatch_fits(const KvArgs& kv, int64_t n_ctx, bool ctx_given) {
       n_ubatch,
       ctx_given ? fmt::format("-c {}", n_ctx) : fmt::format("{} tokens, chosen without -c", n_ctx),
       n_ctx);
+}
+
+Status check_output_writable(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  auto resolved = resolve_output_path(path);
+  if (!resolved) return make_error("{} {}", flag, resolved.error().message);
+  const fs::path target(*resolved);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // A probe of the kind the writer makes: a new file in that folder, removed at once.
+  const fs::path probe = dir / fmt::format(".{}.probe-{}", target.filename().string(), ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return make_error("{} {}: cannot write in the folder {}: {}", flag, path, dir.string(),
+                      std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
 }
 
 }  // namespace spw::cli

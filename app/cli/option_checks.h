@@ -83,4 +83,10 @@ int bad_value(const Error& e);
 /// session takes at most the context per step).
 Status check_ubatch_fits(const KvArgs& kv, int64_t n_ctx, bool ctx_given = true);
 
+/// An output file the run writes at its end (--save-kv), checked before any work: the path as
+/// resolve_output_path() takes it (engine/common/output_path.h), and its folder takes a new file
+/// (the file is written beside it and renamed). Errors name the flag, the path and the errno
+/// text: "--save-kv /sys/x.kv: cannot write in the folder /sys: Permission denied".
+Status check_output_writable(const std::string& flag, const std::string& path);
+
 }  // namespace spw::cli

@@ -673,5 +673,30 @@ TEST(CliGenerate, RepeatedOptionTakesTheLastValue) {
   EXPECT_LE(j["generated_tokens"].size(), 3u);  // fewer only at an end-of-text token
 }
 
+// Commands that only read a model, or plan, run where the data folder cannot be created or
+// written (sysfs takes no new folders, not even root's); the library's commands say which
+// folder it is.
+TEST(CliDataDir, ReadOnlyCommandsRunWithoutAWritableDataFolder) {
+  if (!fs::is_directory("/sys")) GTEST_SKIP() << "no /sys on this machine";
+  const fs::path p = write_model("read-only-data.gguf", TestModelSpec{});
+  const std::string ro = "/sys/spillway-data";
+  for (const std::vector<std::string>& cmd : {
+           std::vector<std::string>{"info", "-m", p.string()},
+           std::vector<std::string>{"tokenize", "-m", p.string(), "-p", "the cat"},
+           std::vector<std::string>{"chat-template", "-m", p.string(), "--user", "hi"},
+           std::vector<std::string>{"plan", "-m", p.string(), "-c", "64", "--no-calibrate"},
+       }) {
+    std::vector<std::string> args = cmd;
+    args.insert(args.end(), {"--data-dir", ro});
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << cmd[0] << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << cmd[0];
+  }
+  const Result docs = run({"docs", "list", "--data-dir", ro});
+  EXPECT_EQ(docs.exit_code, 1);
+  EXPECT_NE(docs.err.find("error: cannot create the data folder '" + ro + "': "), std::string::npos)
+      << docs.err;
+}
+
 }  // namespace
 }  // namespace spw

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -365,6 +367,46 @@ TEST(CliKv, SaveKvNeverReplacesANonRegularFile) {
   EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::is_fifo(fifo));
   fs::remove(fifo);
+}
+
+// --save-kv is written after the prefill: a path it cannot be written to is refused before the
+// prefill starts (no progress event is written), with the path and the errno text.
+TEST(CliKv, UnwritableSaveKvIsRefusedBeforeThePrefill) {
+  const fs::path model = tmp_dir() / "save-kv-check.gguf";
+  ASSERT_TRUE(write_test_model(TestModelSpec{}, model.string()).ok());
+  const fs::path progress = tmp_dir() / "save-kv-check.progress.jsonl";
+  const std::vector<std::string> base = {
+      "generate",       "-m", model.string(), "-p", "the cat sat", "-n", "1", "--progress-json",
+      progress.string()};
+  struct Case {
+    std::string path, expect;
+  };
+  std::vector<Case> cases = {
+      {(tmp_dir() / "no-such-folder" / "x.kv").string(),
+       "--save-kv " + (tmp_dir() / "no-such-folder" / "x.kv").string() + ": folder " +
+           (tmp_dir() / "no-such-folder").string() + " does not exist"},
+  };
+  // sysfs takes no new files, not even from root.
+  if (fs::is_directory("/sys"))
+    cases.push_back(
+        {"/sys/spillway-x.kv", "--save-kv /sys/spillway-x.kv: cannot write in the folder /sys: " +
+                                   std::string(std::strerror(EACCES))});
+  for (const Case& c : cases) {
+    fs::remove(progress);
+    const CliResult r = run(with(base, {"--save-kv", c.path}));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("error: " + c.expect + "\n"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(!fs::exists(progress) || fs::file_size(progress) == 0)
+        << "the prefill ran before the refusal";
+  }
+  // A writable path still works, and leaves no probe file behind.
+  const fs::path ok = tmp_dir() / "save-kv-check.kv";
+  const CliResult r = run(with(base, {"--save-kv", ok.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(fs::file_size(ok), 0u);
+  for (const auto& e : fs::directory_iterator(tmp_dir()))
+    EXPECT_EQ(e.path().filename().string().find(".probe-"), std::string::npos) << e.path();
 }
 
 }  // namespace
