@@ -301,7 +301,7 @@ int run_plan(const PlanArgs& a) {
     j["profile"] =
         profile ? nlohmann::json::parse(app::speed_profile_json(*profile)) : nlohmann::json();
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return 0;
+    return p.fits ? 0 : kExitDoesNotFit;
   }
 
   fmt::print("{}\n\n", summary);
@@ -376,7 +376,7 @@ int run_plan(const PlanArgs& a) {
         or_unknown(p.decode_s_per_token * 1e3, "{:.2f} ms per token"),
         or_unknown(p.prefill_s, "{:.3g} s"), no_profile_why);
   }
-  return 0;
+  return p.fits ? 0 : kExitDoesNotFit;
 }
 
 }  // namespace spw::cli

@@ -36,8 +36,13 @@ struct PlanArgs {
   bool no_calibrate = false;  // --no-calibrate: bandwidth-only predictions, no measured profile
 };
 
-/// Exit 0 with the plan (it fits or not); 1 with "error: ..." on stderr for a bad size, type or
-/// number, or a model that does not load.
+/// plan's exit status when its verdict is "does not fit" (the plan, with its problems and
+/// suggestions, still printed), so a script can test the verdict.
+inline constexpr int kExitDoesNotFit = 2;
+
+/// Exit 0 with the plan when it fits, kExitDoesNotFit with the plan when it does not; 1 with
+/// "error: ..." on stderr for a bad type or KV setting, or a model that does not load (2, from
+/// the command line's checks, for a number or size out of range).
 int run_plan(const PlanArgs& a);
 
 }  // namespace spw::cli

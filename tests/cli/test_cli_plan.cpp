@@ -1,6 +1,6 @@
 // spillway-cli plan as a user runs it: the JSON contract (one object, integer
 // kv_bytes_per_token, the probes' fields), the tier split against the budgets, a context that
-// does not fit (still exit 0, with suggestions) and refused flags.
+// does not fit (exit 2, with suggestions) and refused flags.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,11 +107,12 @@ TEST(CliPlan, BudgetsSplitTheTiers) {
   expect_probes(j);
 }
 
-TEST(CliPlan, TooSmallBudgetsStillExit0WithSuggestions) {
+// "Does not fit" exits 2, with the whole plan on stdout.
+TEST(CliPlan, TooSmallBudgetsExit2WithSuggestions) {
   const CliResult r =
       run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block", "16", "--kv-window",
            "16", "--host-budget", "64K", "--vram", "8G", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 2) << r.err;
   const nlohmann::json j = parse_one_object(r.out);
   EXPECT_EQ(j["fits"], false);
   EXPECT_EQ(j["device"], "gpu");
@@ -168,7 +169,7 @@ TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
   std::vector<std::string> plan = {"plan", "-m", stories_shaped().string(), "--json"};
   plan.insert(plan.end(), kv.begin(), kv.end());
   const CliResult p = run(plan);
-  ASSERT_EQ(p.exit_code, 0) << p.err;
+  ASSERT_EQ(p.exit_code, 2) << p.err;
   const nlohmann::json j = parse_one_object(p.out);
   EXPECT_EQ(j["fits"], false);
   ASSERT_FALSE(j["problems"].empty());
@@ -184,7 +185,7 @@ TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
 // both sizes and what would: the default context's budgets with a disk tier, or a shorter -c.
 TEST(CliPlan, MoreKvThanPhysicalMemoryDoesNotFit) {
   const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 2) << r.err;
   const nlohmann::json j = parse_one_object(r.out);
   EXPECT_EQ(j["fits"], false);
   EXPECT_TRUE(j["warnings"].empty()) << j.dump();
@@ -199,6 +200,7 @@ TEST(CliPlan, MoreKvThanPhysicalMemoryDoesNotFit) {
   EXPECT_NE(std::find(kinds.begin(), kinds.end(), "host-disk"), kinds.end()) << j.dump();
   EXPECT_NE(std::find(kinds.begin(), kinds.end(), "ctx"), kinds.end()) << j.dump();
   const CliResult t = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648"});
+  EXPECT_EQ(t.exit_code, 2) << t.err;
   EXPECT_NE(t.out.find("fits        no: "), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("  problem   KV in RAM 1.2 TiB"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("  try       --host-budget "), std::string::npos) << t.out;
@@ -260,7 +262,8 @@ TEST(CliPlan, PlanAndGenerateAgreeToTheTokenOnWhatFits) {
       std::replace(kv.begin(), kv.end(), std::string("--host-budget"), std::string("--ram"));
     plan.insert(plan.end(), kv.begin(), kv.end());
     const CliResult p = run(plan);
-    ASSERT_EQ(p.exit_code, 0) << p.err;
+    ASSERT_TRUE(p.exit_code == 0 || p.exit_code == 2) << p.err;
+    EXPECT_EQ(p.exit_code, parse_one_object(p.out)["fits"].get<bool>() ? 0 : 2) << p.out;
     if (i + 1 == std::size(cases)) {
       EXPECT_NE(p.err.find("--ram is deprecated: use --host-budget"), std::string::npos) << p.err;
     }
