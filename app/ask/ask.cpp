@@ -445,6 +445,16 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
         "--map-reduce to answer over parts of the document, or a larger -c",
         res.prompt_tokens, res.document_tokens, res.question_tokens, reserve, n_ctx);
   }
+  // Checked before the first part: an answer longer than a part keeps room for would make the
+  // parts' answers too long to combine, an error only after every part had run.
+  if (params.n_predict < 0 || params.n_predict > part_answer_reserve(n_ctx)) {
+    return make_error(
+        "-n {}{}: a map-reduce part keeps room for an answer of {} tokens in the {}-token "
+        "context (the parts' answers are then combined two or more at a time); give -n {} or "
+        "less, or a larger -c",
+        params.n_predict, params.n_predict < 0 ? " (no limit)" : "", part_answer_reserve(n_ctx),
+        n_ctx, part_answer_reserve(n_ctx));
+  }
   res.part_question_budget = part_question_budget(n_ctx, res.question_tokens);
   if (res.part_question_budget > part_question_budget(n_ctx)) {
     note_line(fmt::format(

@@ -215,7 +215,9 @@ int64_t part_reserve(int64_t n_ctx, int64_t question_tokens);
 
 /// Asks `doc`. Errors: a document without text (all pages scanned or undecodable: "not
 /// answering"); a prompt longer than the context without map_reduce ("the document needs N
-/// tokens ... use --map-reduce"); a page too long for any part; session and eval errors.
+/// tokens ... use --map-reduce"); with map_reduce, an n_predict unbounded or above
+/// part_answer_reserve (before any part runs: "-n 300: a map-reduce part keeps room for an
+/// answer of 64 tokens ..."); a page too long for any part; session and eval errors.
 /// `parts` (may be null) keeps map-reduce parts' answers (AskParams::continue_parts). Cancelled
 /// (AskCallbacks::cancelled) during a map-reduce ask after at least one part finished: not an
 /// error but a result stopped after that part (AskResult::stopped).

@@ -246,6 +246,32 @@ TEST_F(AskDocument, MapReduceAnswersOverPartsThenCombines) {
   EXPECT_EQ(index_.records.size(), r->parts.size());
 }
 
+// An answer longer than a part keeps room for (at 512 tokens: 64) is refused before the first
+// part runs, with the numbers; at the limit it runs.
+TEST_F(AskDocument, MapReduceRefusesAnAnswerLongerThanAPartHoldsBeforeAnyPart) {
+  sp_.n_ctx = 512;
+  params_.map_reduce = true;
+  const DocumentText doc = story_doc(9);
+  for (const int32_t n : {65, 300, -1}) {
+    params_.n_predict = n;
+    auto r = ask(doc);
+    ASSERT_FALSE(r) << n;
+    const std::string& m = r.error().message;
+    EXPECT_NE(m.find(fmt::format("-n {}{}: a map-reduce part keeps room for an answer of 64 "
+                                 "tokens in the 512-token context",
+                                 n, n < 0 ? " (no limit)" : "")),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("give -n 64 or less, or a larger -c"), std::string::npos) << m;
+    EXPECT_EQ(notes_.find("map-reduce: "), std::string::npos) << "no part planned: " << notes_;
+    EXPECT_TRUE(index_.records.empty()) << "no part's KV saved";
+  }
+  params_.n_predict = 64;
+  auto ok = ask(doc);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_TRUE(ok->map_reduce);
+}
+
 // The parts are planned with a fixed question budget: a second question of another length gets
 // the same parts (pages), and every part's prefix comes from the first question's snapshots.
 TEST_F(AskDocument, MapReducePartsDoNotDependOnTheQuestion) {

@@ -197,6 +197,22 @@ TEST_F(CliAsk, ContextTooSmallSaysSoWithTheNumbers) {
       << r.err;
 }
 
+// An -n longer than a part keeps room for (64 tokens of a 512-token context) would make the
+// parts' answers too long to combine after every part ran: refused before the first.
+TEST_F(CliAsk, MapReduceAnswerLongerThanAPartHoldsIsRefusedBeforeAnyPart) {
+  const fs::path pdf = data_ / "long.pdf";
+  write_pdf(pdf, long_story(16));
+  const CliResult r = run(with(base(), {pdf.string(), "-c", "512", "--map-reduce", "-n", "100"}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("error: -n 100: a map-reduce part keeps room for an answer of 64 tokens "
+                       "in the 512-token context"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("give -n 64 or less, or a larger -c"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[part 1 of"), std::string::npos) << "no part ran: " << r.err;
+}
+
 TEST_F(CliAsk, MapReduceAnswersOverPartsAndSaysSo) {
   const fs::path pdf = data_ / "long.pdf";
   write_pdf(pdf, long_story(16));
