@@ -480,7 +480,9 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
       break;
     }
     if (c.max_tokens >= 0 && i + 1 == c.max_tokens) break;
-    if (s.n_past() >= s.n_ctx()) break;  // the context is full: "length"
+    // The context is full ("length") once prompt and completion fill it: a token sampled past
+    // that would be one the context cannot hold (and usage would report more than it).
+    if (s.n_past() + 1 >= s.n_ctx()) break;
     const int32_t one[1] = {id};
     if (auto st = s.eval(one, true); !st) {
       if (st.error().message == "cancelled") {

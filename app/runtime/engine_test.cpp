@@ -283,6 +283,30 @@ TEST(EngineComplete, GreedyTextEqualsAHandWrittenLoop) {
   EXPECT_GE(usage_calls, static_cast<int>(want.size()));  // prefill + a decode step per token
 }
 
+// Unbounded, a completion ends when prompt and completion fill the context, never past it: the
+// usage (prompt + completion tokens) is the context, and the text is the greedy continuation.
+TEST(EngineComplete, UnboundedCompletionFillsTheContextAndNoMore) {
+  Fixture f;
+  EngineSettings s;
+  s.n_ctx = 16;
+  auto e = f.engine(s);
+  ASSERT_NE(e, nullptr);
+  const std::string prompt = "the cat";
+  const auto ids = e->tokenizer().encode(prompt, true, false);
+  const int n_room = 16 - static_cast<int>(ids.size());
+  const auto want = greedy_ids(*e, ids, n_room - 1);  // the last one needs no eval
+  Completion c;
+  c.max_tokens = -1;
+  c.sampling = greedy();
+  auto r = complete_text(*e, prompt, c, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_LE(r->prompt_tokens + r->completion_tokens, 16);
+  if (static_cast<int>(want.size()) < n_room - 1) GTEST_SKIP() << "greedy text ends early";
+  EXPECT_EQ(r->finish_reason, "length");
+  EXPECT_EQ(r->prompt_tokens + r->completion_tokens, 16);
+  EXPECT_TRUE(r->text.starts_with(pieces(*e, want))) << r->text;
+}
+
 TEST(EngineComplete, StopStringCutsTheTextAndIsNeverStreamed) {
   Fixture f;
   auto e = f.engine();

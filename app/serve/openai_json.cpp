@@ -141,6 +141,10 @@ struct Parser {
       if (c == m.end() && msg.role != ChatRole::Assistant) {
         return fail(p + ".content", "'" + p + ".content' is required");
       }
+      // Only an assistant's turn (one that called tools) may have no text, as the API defines.
+      if (c != m.end() && c->is_null() && msg.role != ChatRole::Assistant) {
+        return wrong_type(p + ".content", *c, "a string or an array of content parts");
+      }
       if (c != m.end() && !content(*c, p + ".content", msg.content)) return false;
       out.push_back(std::move(msg));
     }

@@ -109,6 +109,16 @@ TEST(OpenAIJson, Errors) {
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"tool","content":"x"}]})").param, "messages[0].role");
   EXPECT_EQ(parse_bad(R"({"messages":[{"content":"x"}]})").param, "messages[0].role");
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user"}]})").param, "messages[0].content");
+  // A user's or system's content of null or of another type: 400 naming the field.
+  const ApiError null_content =
+      parse_bad(R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":null}]})");
+  EXPECT_EQ(null_content.param, "messages[1].content");
+  EXPECT_EQ(null_content.message,
+            "'messages[1].content' must be a string or an array of content parts, not null");
+  EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":42}]})").message,
+            "'messages[0].content' must be a string or an array of content parts, not an integer");
+  EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":{"text":"x"}}]})").param,
+            "messages[0].content");
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})").param,
             "messages[0].content[0].type");
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"model":5})").param, "model");
