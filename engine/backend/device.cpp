@@ -70,7 +70,9 @@ CudaProbe probe_cuda() {
   p.reason =
       devices->empty() ? std::string("no CUDA device") : cuda::unusable_reason(devices->front());
 #else
-  p.reason = "this build has no CUDA backend (nvcc was not found at configure time)";
+  p.reason =
+      "this build has no CUDA backend (it was configured with SPILLWAY_CUDA=OFF or without "
+      "nvcc; configure with -DSPILLWAY_CUDA=ON where the CUDA toolkit is installed)";
 #endif
   return p;
 }
