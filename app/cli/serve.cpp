@@ -58,6 +58,10 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
                 "Seconds a request's line and headers may take to arrive (then 408)")
       ->capture_default_str()
       ->check(real_range("--header-timeout", 0, true, 3600, false));
+  c->add_option("--tokenize-timeout", a.tokenize_timeout_s,
+                "Seconds a request's prompt may take to tokenize (then 413)")
+      ->capture_default_str()
+      ->check(real_range("--tokenize-timeout", 0, true, 3600, false));
   add_kv_options(*c, a.kv);
   return c;
 }
@@ -133,6 +137,11 @@ int run_serve(ServeArgs& a) {
                  a.header_timeout_s);
     return 1;
   }
+  if (!(a.tokenize_timeout_s > 0 && a.tokenize_timeout_s <= 3600)) {
+    std::fprintf(stderr, "error: --tokenize-timeout %g: must be in (0, 3600] seconds\n",
+                 a.tokenize_timeout_s);
+    return 1;
+  }
   if (a.port < 0 || a.port > 65535) {
     std::fprintf(stderr, "error: --port %d: not a port (0-65535)\n", a.port);
     return 1;
@@ -182,6 +191,7 @@ int run_serve(ServeArgs& a) {
   o.limits.max_connections = a.max_connections;
   o.limits.max_per_client = a.max_client_connections;
   o.limits.head_timeout_ms = std::max(1, int(a.header_timeout_s * 1000));
+  o.tokenize_timeout_ms = std::max(1, int(a.tokenize_timeout_s * 1000));
   o.log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);

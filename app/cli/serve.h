@@ -39,6 +39,7 @@ struct ServeArgs {
   int max_connections = 64;         // open connections in all
   int max_client_connections = 16;  // open connections from one client address
   double header_timeout_s = 5;      // the whole request head within it, else 408
+  double tokenize_timeout_s = 5;    // a prompt's tokenizing within it, else 413
   KvArgs kv;
 };
 

@@ -15,6 +15,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/snapshot.h"
+#include "engine/tokenizer/encode_poll.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace spw::app {
@@ -413,6 +414,13 @@ class StopFilter {
   size_t emitted_ = 0;
 };
 
+// What a completion cancelled while its prompt was being tokenized returns.
+CompletionResult cancelled_before_prefill() {
+  CompletionResult r;
+  r.finish_reason = "cancelled";
+  return r;
+}
+
 Expected<CompletionResult> run_completion(const Engine& engine, const std::vector<int32_t>& prompt,
                                           const Completion& c, const RunCallbacks& cb) {
   if (auto st_ = validate(c.sampling); !st_) return st_.error();
@@ -506,15 +514,20 @@ Expected<CompletionResult> complete_chat(const Engine& engine,
                                          const std::vector<ChatMessage>& messages,
                                          const Completion& c, const RunCallbacks& cb) {
   if (messages.empty()) return Error{"messages: at least one message is needed"};
+  // Tokenizing a long prompt takes seconds: cb.cancelled stops it too (encode_poll.h).
+  EncodePoll poll(cb.cancelled);
   const std::vector<int32_t> ids =
       tokenize_chat(engine.tokenizer(), engine.family(), messages, /*add_generation_prompt=*/true);
+  if (poll.stopped()) return cancelled_before_prefill();
   return run_completion(engine, ids, c, cb);
 }
 
 Expected<CompletionResult> complete_text(const Engine& engine, const std::string& prompt,
                                          const Completion& c, const RunCallbacks& cb) {
+  EncodePoll poll(cb.cancelled);
   const std::vector<int32_t> ids =
       engine.tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/false);
+  if (poll.stopped()) return cancelled_before_prefill();
   return run_completion(engine, ids, c, cb);
 }
 

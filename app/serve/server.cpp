@@ -27,6 +27,7 @@
 #include "app/serve/http.h"
 #include "app/serve/http_guard.h"
 #include "app/serve/openai_json.h"
+#include "engine/tokenizer/encode_poll.h"
 
 namespace spw::app::serve {
 
@@ -86,6 +87,7 @@ struct Job {
   bool started = false;  // the engine has evaluated something or produced text (mu)
   bool done = false;     // result is set (mu)
   std::optional<Expected<CompletionResult>> result;
+  std::optional<ApiError> refusal;  // set with a failed result: the answer (tokenize timeout)
 };
 
 // An engine error as the client sees it: bad prompts are the client's (400), the rest 500.
@@ -101,6 +103,18 @@ ApiError engine_error(const Error& e, bool chat) {
     a = ApiError{400, m, "invalid_request_error", "", ""};
   }
   return a;
+}
+
+// The answer of a job whose result is an error.
+ApiError job_error(const Job& job) {
+  return job.refusal ? *job.refusal : engine_error(job.result->error(), job.req.chat);
+}
+
+// The bytes of a request's prompt (its messages' contents for a chat).
+size_t prompt_bytes(const CompletionRequest& r) {
+  size_t bytes = r.prompt.size();
+  for (const ChatMessage& m : r.messages) bytes += m.content.size();
+  return bytes;
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -124,8 +138,7 @@ std::optional<ApiError> cannot_fit(CompletionRequest& r, const ServeBackend& b) 
   if (b.n_ctx <= 0) return std::nullopt;
   if (r.completion.max_tokens > b.n_ctx) r.completion.max_tokens = int32_t(b.n_ctx);
   if (b.max_token_bytes == 0) return std::nullopt;
-  size_t bytes = r.prompt.size();
-  for (const ChatMessage& m : r.messages) bytes += m.content.size();
+  const size_t bytes = prompt_bytes(r);
   const uint64_t at_least = (uint64_t(bytes) + b.max_token_bytes - 1) / b.max_token_bytes;
   if (at_least <= uint64_t(b.n_ctx)) return std::nullopt;
   return ApiError{400,
@@ -269,6 +282,16 @@ struct Server::Impl {
       }
       return false;
     };
+    // The tokenizing of the prompt is bounded (polled by the encoders only, so the deadline
+    // does not reach into prefill or decode).
+    const Clock::time_point tokenize_end =
+        Clock::now() + std::chrono::milliseconds(opt.tokenize_timeout_ms);
+    bool tokenize_timed_out = false;
+    EncodePoll tokenize_deadline([&] {
+      if (Clock::now() < tokenize_end) return false;
+      tokenize_timed_out = true;
+      return true;
+    });
     std::optional<Expected<CompletionResult>> r;
     try {
       if (cb.cancelled()) {
@@ -281,7 +304,20 @@ struct Server::Impl {
     } catch (const std::exception& e) {
       r.emplace(Error{std::string("internal error: ") + e.what()});
     }
+    if (tokenize_timed_out) {
+      const std::string m = fmt::format(
+          "the prompt ({} bytes) took longer than {} s to tokenize, the server's limit: send a "
+          "shorter prompt, or raise it with --tokenize-timeout",
+          prompt_bytes(job.req), opt.tokenize_timeout_ms / 1000.0);
+      job.refusal = ApiError{413, m, "invalid_request_error", job.req.chat ? "messages" : "prompt",
+                             "tokenize_timeout"};
+      r.emplace(Error{m});
+    }
     count([&](ServerStats& s) {
+      if (tokenize_timed_out) {
+        ++s.tokenize_timeouts;
+        return;
+      }
       if (!r->ok()) {
         ++s.failed;
         return;
@@ -372,7 +408,7 @@ struct Server::Impl {
     if (done) {
       const Expected<CompletionResult>& r = *job->result;
       if (!r.ok()) {
-        send_error(res, engine_error(r.error(), chat));
+        send_error(res, job_error(*job));
       } else if (r->finish_reason == "cancelled" && stop_flag.load()) {
         send_error(res, ApiError{503, "the server is shutting down", "server_error", "", ""});
       } else if (!job->req.stream) {
@@ -448,7 +484,7 @@ struct Server::Impl {
           out += sse_event(usage_chunk_json(meta, chat, r->prompt_tokens, r->completion_tokens));
         }
       } else {
-        out += sse_event(error_json(engine_error(r.error(), chat)));
+        out += sse_event(error_json(job_error(job)));
       }
       out += sse_event("[DONE]");
       *ended = true;
@@ -590,7 +626,7 @@ Status Server::start() {
   const HttpLimits& l = o.limits;
   if (l.max_connections < 1 || l.max_per_client < 1 || l.max_body_bytes < 1 ||
       l.head_timeout_ms < 1 || l.body_timeout_ms < 1 || l.idle_timeout_ms < 1 ||
-      l.write_timeout_ms < 1 || l.max_requests_per_connection < 1) {
+      l.write_timeout_ms < 1 || l.max_requests_per_connection < 1 || o.tokenize_timeout_ms < 1) {
     return Error{"the server's connection limits must be positive"};
   }
   if (o.port < 0 || o.port > 65535) return make_error("--port {}: not a port (0-65535)", o.port);

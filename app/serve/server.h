@@ -19,7 +19,9 @@
 // for a head too large, 405 with Allow for a method a path does not serve); a body past
 // limits.max_body_bytes is refused from its Content-Length (413) before it is read. A prompt
 // whose length in bytes alone proves it cannot fit the context is refused (400) before it is
-// tokenized (ServeBackend::max_token_bytes).
+// tokenized (ServeBackend::max_token_bytes); one that passes that bound but takes longer than
+// tokenize_timeout_ms to tokenize (megabytes of text near the body limit, a long run without
+// spaces) is stopped there and answered 413, so it holds the engine for no longer than that.
 //
 // start() sets SIGPIPE to ignored when it has its default action (a write to a vanished client
 // must fail, not end the process), and (glibc) fixes the process's mmap threshold at 1 MiB so
@@ -75,6 +77,10 @@ struct ServerOptions {
   /// limits.max_connections at 3/4 of it.
   int http_threads = 0;
   int retry_after_s = 2;  // the Retry-After of a 429 (queue full) or 503 (connection caps)
+  /// The longest a request's prompt may take to tokenize (its turn on the engine counted from
+  /// its start); past it the tokenizing stops and the request is answered 413
+  /// (code "tokenize_timeout").
+  int tokenize_timeout_ms = 5000;
   /// Connections, deadlines and sizes (http_head.h): 64 connections, 16 per client, the head in
   /// 5 s, bodies up to 8 MiB (413 past it).
   HttpLimits limits;
@@ -99,6 +105,7 @@ struct ServerStats {
   int64_t unauthorized = 0;          // answered 401
   int64_t rejected_connections = 0;  // answered 503: past the connection caps
   int64_t refused_requests = 0;      // answered 4xx by the front door (401, 405, 408, 413, 431 ...)
+  int64_t tokenize_timeouts = 0;     // answered 413: the prompt took too long to tokenize
   int64_t tokens_generated = 0;  // completion tokens of every generation, cancelled ones included
   int64_t open_connections = 0;  // connections admitted and open now
   int64_t waiting = 0;           // requests in the queue now (the running one not counted)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/encode_poll.h"
 #include "engine/tokenizer/merge.h"
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -101,6 +102,7 @@ void Tokenizer::encode_bpe_fragment(std::string_view text, std::vector<int32_t>&
   std::vector<MergeSymbol> symbols;
   std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramGreater> work;
   for (const PreTokenizer::Piece& piece : pieces) {
+    if (encode_should_stop()) return;  // encode_poll.h
     word.clear();
     for (const char c : text.substr(piece.pos, piece.n)) {
       word += unicode::byte_to_utf8(static_cast<uint8_t>(c));
@@ -130,9 +132,12 @@ void Tokenizer::encode_bpe_fragment(std::string_view text, std::vector<int32_t>&
       if (rank < 0) return;
       work.push(BpeBigram{left, right, rank, l.n + r.n});
     };
-    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
+    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) {
+      if (encode_should_stop()) return;
+      try_add_bigram(i - 1, i);
+    }
 
-    merge_bigrams(symbols, work, try_add_bigram);
+    if (!merge_bigrams(symbols, work, try_add_bigram)) return;
 
     for (int32_t i = 0; i != -1; i = symbols[i].next) {
       const MergeSymbol& s = symbols[i];

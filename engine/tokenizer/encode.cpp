@@ -2,6 +2,7 @@
 // tokenizer_st_partition), encode, and encode_segments (trusted/untrusted prompt pieces).
 #include <string>
 
+#include "engine/tokenizer/encode_poll.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace spw {
@@ -27,6 +28,7 @@ void Tokenizer::partition_special(std::string_view text, std::vector<Fragment>& 
   if (!any_unlocked && !has_inert_) return;
   std::vector<Fragment> next;
   for (const int32_t id : special_tokens_) {
+    if (encode_should_stop()) return;  // stopped (encode_poll.h): the encoders stop at once
     const TokenData& tok = tokens_[id];
     if (!any_unlocked && !tok.inert) continue;
     const std::string_view needle = tok.text;
@@ -75,6 +77,7 @@ std::vector<int32_t> Tokenizer::encode_fragments(std::string_view text,
   bool prev_special = true;  // SPM: the first fragment gets the space prefix
   std::string escaped;
   for (const Fragment& f : fragments) {
+    if (encode_should_stop()) break;  // stopped (encode_poll.h): the ids are incomplete
     if (f.token >= 0) {
       out.push_back(f.token);
       prev_special = true;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/tokenizer/encode_poll.h"
+
 namespace spw {
 
 /// A run of bytes [pos, pos + n) of the text being merged; n == 0 once merged into its left
@@ -24,10 +26,13 @@ struct MergeSymbol {
 /// bytes when queued). A bigram is stale when one side was merged away or has grown since it was
 /// queued (a symbol only grows by absorbing its right neighbour, so comparing sizes tells the
 /// same as llama.cpp's text comparison). Otherwise the right symbol is merged into the left and
-/// try_add(prev, left) and try_add(left, next) queue the new candidate pairs.
+/// try_add(prev, left) and try_add(left, next) queue the new candidate pairs. Each bigram taken
+/// is a step of encode_should_stop(): false when the poll stopped the merge (symbols then are
+/// only partly merged).
 template <typename Queue, typename TryAdd>
-void merge_bigrams(std::vector<MergeSymbol>& symbols, Queue& work, TryAdd&& try_add) {
+bool merge_bigrams(std::vector<MergeSymbol>& symbols, Queue& work, TryAdd&& try_add) {
   while (!work.empty()) {
+    if (encode_should_stop()) return false;
     const auto bigram = work.top();
     work.pop();
     MergeSymbol& left = symbols[static_cast<size_t>(bigram.left)];
@@ -40,6 +45,7 @@ void merge_bigrams(std::vector<MergeSymbol>& symbols, Queue& work, TryAdd&& try_
     try_add(left.prev, bigram.left);
     try_add(bigram.left, left.next);
   }
+  return true;
 }
 
 }  // namespace spw

@@ -20,6 +20,7 @@
 
 #include <array>
 
+#include "engine/tokenizer/encode_poll.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace spw {
@@ -400,6 +401,7 @@ void PreTokenizer::split(std::string_view text, std::vector<Piece>& pieces) cons
       size_t gap_start = 0;  // end of the previous match
       uint32_t options = 0;
       while (start <= sub.size()) {
+        if (encode_should_stop()) return;  // stopped (encode_poll.h): no pieces
         const int rc = st.match(re->code, sub, start, options);
         if (rc < 0) {
           if (rc == PCRE2_ERROR_NOMATCH && options != 0 && start < sub.size()) {

@@ -4,6 +4,7 @@
 #include <queue>
 #include <string>
 
+#include "engine/tokenizer/encode_poll.h"
 #include "engine/tokenizer/merge.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
@@ -54,9 +55,12 @@ void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>&
     if (id < 0) return;
     work.push(SpmBigram{left, right, tokens_[id].score, size});
   };
-  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
+  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) {
+    if (encode_should_stop()) return;  // stopped (encode_poll.h)
+    try_add_bigram(i - 1, i);
+  }
 
-  merge_bigrams(symbols, work, try_add_bigram);
+  if (!merge_bigrams(symbols, work, try_add_bigram)) return;  // stopped (encode_poll.h)
 
   // Resegment. A merged symbol's text is always a token (it was a queued bigram's text), and an
   // unmerged one is a single character; so llama.cpp's rev_merge split (consulted only for text

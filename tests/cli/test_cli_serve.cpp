@@ -337,6 +337,13 @@ TEST(CliServe, BadFlags) {
   EXPECT_EQ(queue.exit_code, 2);
   EXPECT_NE(queue.err.find("error: --max-queue must be 1..2147483647, got 0"), std::string::npos)
       << queue.err;
+  // No time to tokenize would refuse every prompt.
+  const CliResult tokenize = run_cli(
+      SPILLWAY_CLI_PATH,
+      {"serve", "-m", test_model().string(), "--port", "0", "--tokenize-timeout", "0"}, tmp_dir());
+  EXPECT_EQ(tokenize.exit_code, 2);
+  EXPECT_NE(tokenize.err.find("--tokenize-timeout must be in (0, 3600], got 0"), std::string::npos)
+      << tokenize.err;
 }
 
 }  // namespace
