@@ -1,8 +1,8 @@
 // The server against hostile clients, over raw sockets on loopback (scripted backend): pipelined
 // requests answered in order, framing conflicts and oversized bodies refused at once, the API
 // key checked before the body and exactly as sent, 405 with Allow, connection caps per client
-// and in all, a whole-head deadline, 1,000 trickling sockets that starve nobody, and memory
-// back near its start after hostile bodies.
+// and in all, eviction at the total cap, a whole-head deadline, 1,000 trickling sockets (from one
+// address and from 100) that starve nobody, and memory back near its start after hostile bodies.
 #include <sys/resource.h>
 
 #include <gtest/gtest.h>
@@ -303,13 +303,14 @@ TEST(ServeFrontDoor, ConnectionCapsAnswer503AtOnce) {
     close(fd);
     return r;
   };
-  // Three idle connections from 127.0.0.2 fill that address's share.
+  // Three idle connections from 127.0.0.2 fill that address's share (admitted one after the
+  // other: the first is the oldest).
   std::vector<int> idle;
   for (int i = 0; i < 3; ++i) {
     idle.push_back(connect_loopback_from(port, "127.0.0.2"));
     ASSERT_GE(idle.back(), 0);
+    ASSERT_EQ(wait_open(i + 1), i + 1);
   }
-  ASSERT_EQ(wait_open(3), 3);
   const std::vector<Reply> r = probe("127.0.0.2");
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].status, 503);
@@ -322,19 +323,68 @@ TEST(ServeFrontDoor, ConnectionCapsAnswer503AtOnce) {
       talk(port, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", "127.0.0.3");
   ASSERT_EQ(other.size(), 1u);
   EXPECT_EQ(other[0].status, 200);
-  // Two more from two addresses fill the total; a third address is refused then.
+  // Two more from two addresses fill the total. A newcomer then evicts the connection that has
+  // waited longest without a request head (the first idle one), which is told so.
   for (const char* a : {"127.0.0.4", "127.0.0.5"}) {
     idle.push_back(connect_loopback_from(port, a));
     ASSERT_GE(idle.back(), 0);
   }
   ASSERT_EQ(wait_open(5), 5);
-  const std::vector<Reply> full = probe("127.0.0.6");
+  const std::vector<Reply> newcomer =
+      talk(port, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", "127.0.0.6");
+  ASSERT_EQ(newcomer.size(), 1u);
+  EXPECT_EQ(newcomer[0].status, 200);
+  const std::vector<Reply> evicted = replies(read_until_close(idle[0]));
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].status, 503);
+  EXPECT_EQ(header_of(evicted[0], "Retry-After"), "2");
+  const std::string why = error_message(evicted[0]);
+  EXPECT_EQ(why.rfind("the server has 5 connections open, its limit, and this one had sent no "
+                      "complete request for ",
+                      0),
+            0u)
+      << why;
+  EXPECT_NE(why.find(" ms: it was closed for a newer one; retry after 2 s"), std::string::npos)
+      << why;
+  EXPECT_EQ(server.stats().evicted_connections, 1);
+  EXPECT_EQ(server.stats().rejected_connections, 1);
+  for (int fd : idle) close(fd);
+  for (int t = 0; t < 6000 && server.stats().open_connections > 0; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(server.stats().open_connections, 0);
+
+  // Five requests that have sent their heads (held at the engine) are not evicted: a sixth
+  // connection is refused.
+  fake.close_gate();
+  std::vector<int> busy;
+  for (int i = 0; i < 5; ++i) {
+    const std::string a = "127.0.0." + std::to_string(7 + i);
+    busy.push_back(connect_loopback_from(port, a.c_str()));
+    ASSERT_GE(busy.back(), 0);
+    ASSERT_TRUE(
+        send_all(busy.back(),
+                 post_head("/v1/chat/completions", kChat.size(), "Connection: close\r\n") + kChat));
+  }
+  ASSERT_TRUE(fake.wait_entered(1));
+  for (int t = 0; t < 6000 && server.stats().waiting < 4; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(server.stats().waiting, 4);
+  const std::vector<Reply> full = probe("127.0.0.12");
   ASSERT_EQ(full.size(), 1u);
   EXPECT_EQ(full[0].status, 503);
   EXPECT_EQ(error_message(full[0]),
             "the server has 5 connections open, its limit; retry after 2 s");
   EXPECT_EQ(server.stats().rejected_connections, 2);
-  for (int fd : idle) close(fd);
+  EXPECT_EQ(server.stats().evicted_connections, 1);
+  fake.open_gate();
+  for (int fd : busy) {
+    const std::vector<Reply> r = replies(read_until_close(fd, 5));
+    ASSERT_GE(r.size(), 1u);
+    EXPECT_EQ(r[0].status, 200);
+    close(fd);
+  }
 }
 
 // 1,000 sockets from one address trickle their heads while other clients are served: the
@@ -389,6 +439,96 @@ TEST(ServeFrontDoor, ThousandTricklingSocketsStarveNobody) {
   std::sort(ms.begin(), ms.end());
   std::printf("normal clients beside 1000 trickling sockets: p50 %.1f ms, p99 %.1f ms\n",
               ms[ms.size() / 2], ms[ms.size() * 99 / 100]);
+}
+
+// 1,000 sockets from 100 addresses (10 each, under the per-client cap) trickle their heads, and
+// those the server closes come back: each newcomer past the total cap evicts the oldest of them,
+// so the caps never fill with tricklers and normal clients are served at once.
+TEST(ServeFrontDoor, TricklersFromAHundredAddressesAreEvictedForNormalClients) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 4096 && rl.rlim_max >= 4096) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur < 4096) GTEST_SKIP() << "needs 4096 open files (ulimit -n)";
+  ScriptedBackend fake;
+  ServerOptions o = options();
+  o.limits.head_timeout_ms = 60000;
+  Server server(o, fake.backend());
+  ASSERT_TRUE(server.start().ok());
+  const int port = server.port();
+  constexpr int kSockets = 1000, kAddresses = 100;
+  const auto open_one = [&](int i) {
+    const std::string source = "127.0.0." + std::to_string(10 + i % kAddresses);
+    const int fd = connect_loopback_from(port, source.c_str());
+    if (fd >= 0) (void)send(fd, "P", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return fd;
+  };
+  std::vector<int> trickle(kSockets, -1);
+  for (int i = 0; i < kSockets; ++i) {
+    trickle[size_t(i)] = open_one(i);
+    ASSERT_GE(trickle[size_t(i)], 0) << i;
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> reopened{0}, max_open{0};
+  std::thread trickler([&] {
+    char buf[4096];
+    // Bounded: at most 600 rounds of 100 ms; at most 50 sockets reopened a round.
+    for (int round = 0; round < 600 && !stop; ++round) {
+      int reopen_budget = 50;
+      for (int i = 0; i < kSockets; ++i) {
+        int& fd = trickle[size_t(i)];
+        const ssize_t n = fd < 0 ? 0 : recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+          // Evicted (its 503, or the close): back with a new connection, if this round allows.
+          if (reopen_budget == 0) continue;
+          --reopen_budget;
+          if (fd >= 0) close(fd);
+          fd = open_one(i);
+          ++reopened;
+          continue;
+        }
+        (void)send(fd, "O", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      max_open = std::max<int64_t>(max_open, server.stats().open_connections);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::vector<double> ms;
+  for (int i = 0; i < 40; ++i) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_connection_timeout(10);
+    cli.set_read_timeout(10);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res =
+        i % 2 ? cli.Get("/health") : cli.Post("/v1/chat/completions", kChat, "application/json");
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_TRUE(res) << i << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200) << i << ": " << res->body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop = true;
+  trickler.join();
+  const ServerStats s = server.stats();
+  for (int fd : trickle) {
+    if (fd >= 0) close(fd);
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf(
+      "normal clients beside 1000 trickling sockets from 100 addresses: p50 %.1f ms, p99 %.1f "
+      "ms; %lld evicted, %lld reopened, at most %lld open\n",
+      ms[ms.size() / 2], ms[ms.size() * 99 / 100], static_cast<long long>(s.evicted_connections),
+      static_cast<long long>(reopened.load()), static_cast<long long>(max_open.load()));
+  // The first 1,000 alone overflow the cap of 64: all but 64 of them were evicted.
+  EXPECT_GE(s.evicted_connections, kSockets - o.limits.max_connections);
+  EXPECT_GT(reopened.load(), 0);
+  EXPECT_LE(max_open.load(), o.limits.max_connections);
+  // No normal request waited for a trickler (whose head deadline is 60 s). A loose bound: this
+  // runs beside other builds.
+  EXPECT_LT(ms[ms.size() / 2], 1000.0);
+  EXPECT_LT(ms.back(), 5000.0);
 }
 
 int64_t rss_bytes() {

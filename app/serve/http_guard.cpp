@@ -187,6 +187,7 @@ FrontDoorStats GuardedServer::front_door_stats() const {
   s.refused_requests = refused_requests_.load();
   s.unauthorized = unauthorized_.load();
   s.timeouts = timeouts_.load();
+  s.evicted_connections = evicted_connections_.load();
   std::lock_guard<std::mutex> lock(mu_);
   s.open_connections = open_;
   return s;
@@ -216,27 +217,29 @@ void GuardedServer::refuse(int sock, const HttpRefusal& r, const std::string& wh
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   sockaddr_storage a{};
   socklen_t len = sizeof a;
-  std::string peer;
+  Conn conn;
+  conn.sock = sock;
   if (getpeername(sock, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    peer = numeric_host(a, len, nullptr);
+    conn.peer = numeric_host(a, len, nullptr);
   }
   const HttpLimits& lim = policy_.limits;
   bool admitted = false;
   std::string why;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    int& mine = per_client_[peer];
-    if (open_ >= lim.max_connections) {
-      why = fmt::format("the server has {} connections open, its limit", lim.max_connections);
-    } else if (mine >= lim.max_per_client) {
+    const auto mine = per_client_.find(conn.peer);
+    if (mine != per_client_.end() && mine->second >= lim.max_per_client) {
       why = fmt::format("this client has {} connections open, the limit per client",
                         lim.max_per_client);
+    } else if (open_ >= lim.max_connections && !evict_oldest_waiting()) {
+      why = fmt::format("the server has {} connections open, its limit", lim.max_connections);
     } else {
-      ++mine;
+      ++per_client_[conn.peer];
       ++open_;
+      conn.since = Clock::now();
+      conns_.push_back(&conn);
       admitted = true;
     }
-    if (!admitted && mine == 0) per_client_.erase(peer);
   }
   if (!admitted) {
     ++refused_connections_;
@@ -253,7 +256,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   } else {
     t_connection_fd = sock;
     bool big_body = false;
-    serve_connection(sock, peer, &big_body);
+    serve_connection(conn, &big_body);
     t_connection_fd = -1;
 #ifdef __GLIBC__
     // The heap of a big body (its buffers and its parse, all freed now) goes back to the
@@ -261,15 +264,67 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (big_body) ::malloc_trim(0);
 #endif
     std::lock_guard<std::mutex> lock(mu_);
-    --open_;
-    if (--per_client_[peer] <= 0) per_client_.erase(peer);
+    forget(conn);
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return true;
 }
 
-void GuardedServer::serve_connection(int sock, const std::string& peer, bool* big_body) {
+bool GuardedServer::evict_oldest_waiting() {
+  Conn* oldest = nullptr;
+  for (Conn* c : conns_) {
+    if (c->waiting_head && (!oldest || c->since < oldest->since)) oldest = c;
+  }
+  if (!oldest) return false;
+  forget(*oldest);
+  oldest->evicted = true;
+  // Its thread wakes from its read (end of stream) and answers the eviction.
+  ::shutdown(oldest->sock, SHUT_RD);
+  ++evicted_connections_;
+  return true;
+}
+
+void GuardedServer::forget(Conn& conn) {
+  if (conn.evicted) return;
+  conns_.remove(&conn);
+  --open_;
+  if (const auto it = per_client_.find(conn.peer); it != per_client_.end() && --it->second <= 0) {
+    per_client_.erase(it);
+  }
+}
+
+bool GuardedServer::set_waiting(Conn& conn, bool waiting) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn.evicted) return false;
+  conn.waiting_head = waiting;
+  if (waiting) conn.since = Clock::now();
+  return true;
+}
+
+// An evicted connection's answer, best effort and short (it is one of a flood, or idle).
+void GuardedServer::answer_eviction(Conn& conn) {
+  Clock::time_point since;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!conn.evicted) return;
+    since = conn.since;
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+  const HttpRefusal r{
+      503,
+      fmt::format("the server has {} connections open, its limit, and this one had sent no "
+                  "complete request for {} ms: it was closed for a newer one; retry after {} s",
+                  policy_.limits.max_connections, waited, policy_.retry_after_s),
+      "too_many_connections",
+      {{"Retry-After", std::to_string(policy_.retry_after_s)}}};
+  send_all(conn.sock, refusal_response(r), 200);
+}
+
+void GuardedServer::serve_connection(Conn& conn, bool* big_body) {
+  const int sock = conn.sock;
+  const std::string& peer = conn.peer;
   const HttpLimits& lim = policy_.limits;
   std::string buf;  // bytes read and not yet consumed (a pipelined request's, too)
   *big_body = false;
@@ -280,9 +335,12 @@ void GuardedServer::serve_connection(int sock, const std::string& peer, bool* bi
     if (n_req == 0) {
       deadline = Clock::now() + std::chrono::milliseconds(lim.head_timeout_ms);
     } else {
+      if (!set_waiting(conn, true)) return answer_eviction(conn);
       if (buf.empty()) {
         const auto idle_end = Clock::now() + std::chrono::milliseconds(lim.idle_timeout_ms);
-        if (read_some(sock, buf, lim.max_head_bytes + 1, idle_end, svr_sock_) != Read::Data) return;
+        const Read r = read_some(sock, buf, lim.max_head_bytes + 1, idle_end, svr_sock_);
+        if (r == Read::Closed) return answer_eviction(conn);
+        if (r != Read::Data) return;
       }
       deadline = Clock::now() + std::chrono::milliseconds(lim.head_timeout_ms);
     }
@@ -298,7 +356,7 @@ void GuardedServer::serve_connection(int sock, const std::string& peer, bool* bi
         return;
       }
       const Read r = read_some(sock, buf, lim.max_head_bytes + 1 - buf.size(), deadline, svr_sock_);
-      if (r == Read::Closed) return;
+      if (r == Read::Closed) return answer_eviction(conn);
       if (r == Read::Timeout) {
         if (buf.empty()) return;  // nothing sent: closed quietly
         refuse(sock,
@@ -311,6 +369,8 @@ void GuardedServer::serve_connection(int sock, const std::string& peer, bool* bi
       }
       head_end = find_head_end(buf);
     }
+    // The head is here: no longer a candidate for eviction (unless it was evicted just now).
+    if (!set_waiting(conn, false)) return answer_eviction(conn);
 
     RequestHead head;
     HttpRefusal refusal;

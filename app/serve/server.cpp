@@ -720,6 +720,7 @@ ServerStats Server::stats() const {
     const FrontDoorStats d = impl_->http->front_door_stats();
     s.unauthorized += d.unauthorized;
     s.rejected_connections += d.refused_connections;
+    s.evicted_connections = d.evicted_connections;
     s.refused_requests += d.refused_requests;
     s.open_connections = d.open_connections;
   }

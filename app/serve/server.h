@@ -12,16 +12,19 @@
 //
 // Hostile clients (app/serve/http_guard.h, the front door): at most `limits.max_connections`
 // connections are open at once and `limits.max_per_client` from one address, both well below the
-// thread count, so a slow client never holds the last thread; past them a connection gets 503
-// with Retry-After at once. The request head must arrive whole within limits.head_timeout_ms,
-// the body within limits.body_timeout_ms (408 otherwise); an idle keep-alive connection is closed
-// after limits.idle_timeout_ms. The head is parsed strictly (400 for conflicting framing, 431
-// for a head too large, 405 with Allow for a method a path does not serve); a body past
-// limits.max_body_bytes is refused from its Content-Length (413) before it is read. A prompt
-// whose length in bytes alone proves it cannot fit the context is refused (400) before it is
-// tokenized (ServeBackend::max_token_bytes); one that passes that bound but takes longer than
-// tokenize_timeout_ms to tokenize (megabytes of text near the body limit, a long run without
-// spaces) is stopped there and answered 413, so it holds the engine for no longer than that.
+// thread count, so a slow client never holds the last thread; past the per-client cap a
+// connection gets 503 with Retry-After at once; at the total cap the connection that has waited
+// longest without sending a complete request head is evicted (503) for the newcomer, which is
+// refused only when every open connection has sent its head. The request head must arrive whole
+// within limits.head_timeout_ms, the body within limits.body_timeout_ms (408 otherwise); an idle
+// keep-alive connection is closed after limits.idle_timeout_ms. The head is parsed strictly (400
+// for conflicting framing, 431 for a head too large, 405 with Allow for a method a path does not
+// serve); a body past limits.max_body_bytes is refused from its Content-Length (413) before it is
+// read. A prompt whose length in bytes alone proves it cannot fit the context is refused (400)
+// before it is tokenized (ServeBackend::max_token_bytes); one that passes that bound but takes
+// longer than tokenize_timeout_ms to tokenize (megabytes of text near the body limit, a long run
+// without spaces) is stopped there and answered 413, so it holds the engine for no longer than
+// that.
 //
 // start() sets SIGPIPE to ignored when it has its default action (a write to a vanished client
 // must fail, not end the process), and (glibc) fixes the process's mmap threshold at 1 MiB so
@@ -104,6 +107,7 @@ struct ServerStats {
   int64_t bad_requests = 0;          // answered 400
   int64_t unauthorized = 0;          // answered 401
   int64_t rejected_connections = 0;  // answered 503: past the connection caps
+  int64_t evicted_connections = 0;   // 503: closed at the total cap for a newcomer, no head sent
   int64_t refused_requests = 0;      // answered 4xx by the front door (401, 405, 408, 413, 431 ...)
   int64_t tokenize_timeouts = 0;     // answered 413: the prompt took too long to tokenize
   int64_t tokens_generated = 0;  // completion tokens of every generation, cancelled ones included
