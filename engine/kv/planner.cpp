@@ -254,19 +254,6 @@ Expected<Plan> compute(const PlanInput& in) {
 
 int64_t decode_weight_bytes(const Model& m) { return m.size().decode_bytes; }
 
-std::string kv_type_label(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32:
-      return "f32";
-    case GgmlType::F16:
-      return "f16";
-    case GgmlType::Q8_0:
-      return "q8_0";
-    default:
-      return type_name(static_cast<uint32_t>(t));
-  }
-}
-
 Expected<Plan> make_plan(const PlanInput& in) {
   auto planned = compute(in);
   if (!planned) return planned;

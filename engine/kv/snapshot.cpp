@@ -35,6 +35,7 @@
 #include "engine/common/size.h"
 #include "engine/kv/kv_cache_set.h"
 #include "engine/kv/planner.h"
+#include "engine/kv/snapshot_file.h"
 
 namespace spw::kv {
 
@@ -186,10 +187,10 @@ std::pair<int64_t, int64_t> held_blocks(const KvCache& c, int64_t n_tokens) {
   return {c.layout().window.first_live(n_tokens), ceil_div(n_tokens, bs)};
 }
 
-SnapshotShape shape_of(const Model& model, const Groups& groups) {
+SnapshotShape shape_of(uint64_t fingerprint, const Groups& groups) {
   const KvCacheConfig& c = groups.front()->config();
   SnapshotShape s;
-  s.fingerprint = model_fingerprint(model);
+  s.fingerprint = fingerprint;
   s.type_k = static_cast<uint32_t>(c.type_k);
   s.type_v = static_cast<uint32_t>(c.type_v);
   s.block_size = static_cast<uint32_t>(c.block_size);
@@ -216,41 +217,7 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
-}  // namespace
-
-uint64_t model_fingerprint(const Model& model) {
-  constexpr uint64_t kSampleBytes = 4096;
-  Packer p;
-  p.bytes.reserve(256 + model.file().tensors().size() * (kSampleBytes + 128));
-  const ModelConfig& c = model.config();
-  p.put(static_cast<uint32_t>(c.arch));
-  for (const int64_t v : {c.n_vocab, c.n_embd, c.n_layer, c.n_ff, c.n_head, c.n_head_kv, c.head_dim,
-                          c.head_dim_v, c.n_rot}) {
-    p.put(v);
-  }
-  for (const double v : {c.rms_eps, c.rope.freq_base, c.rope.freq_scale}) p.put(v);
-  p.put(static_cast<uint32_t>(c.rope_type));
-  for (const bool b : {c.has_qkv_bias, c.has_qk_norm, c.tied_embeddings, c.has_rope_freqs}) {
-    p.put(static_cast<uint8_t>(b));
-  }
-  // The tensor index, and the first bytes of each tensor's data: two files of one shape (a base
-  // model and its fine-tune, two seeds of a test model) differ there, and reading 4 KiB per
-  // tensor keeps the fingerprint cheap for a multi-GB file.
-  for (const GgufTensorInfo& t : model.file().tensors()) {
-    p.put(static_cast<uint64_t>(t.name.size()));
-    p.put_bytes(t.name.data(), t.name.size());
-    p.put(static_cast<uint32_t>(t.type));
-    for (const int64_t ne : t.ne) p.put(ne);
-    p.put(t.offset);
-    p.put(t.n_bytes);
-    p.put_bytes(t.data, static_cast<size_t>(std::min(t.n_bytes, kSampleBytes)));
-  }
-  return XXH3_64bits(p.bytes.data(), p.bytes.size());
-}
-
-namespace {
-
-Status save_groups(const std::string& path_in, const Model& model, const Groups& groups,
+Status save_groups(const std::string& path_in, uint64_t fingerprint, const Groups& groups,
                    std::span<const int32_t> tokens) {
   KvCache& cache = *groups.front();
   // Renaming onto /dev/null, a FIFO or a link would replace it: write to a regular file only.
@@ -270,7 +237,7 @@ Status save_groups(const std::string& path_in, const Model& model, const Groups&
   }
 
   // Header (and the group table) and tokens.
-  const SnapshotShape sh = shape_of(model, groups);
+  const SnapshotShape sh = shape_of(fingerprint, groups);
   const bool v2 = needs_groups(groups);
   Packer h;
   h.bytes.reserve(kHeaderBytes + 4 + 16 * groups.size() + tokens.size_bytes() + 8);
@@ -380,7 +347,7 @@ Status save_groups(const std::string& path_in, const Model& model, const Groups&
   return Status::Ok();
 }
 
-Expected<std::vector<int32_t>> load_groups(const std::string& path, const Model& model,
+Expected<std::vector<int32_t>> load_groups(const std::string& path, uint64_t fingerprint,
                                            const Groups& groups) {
   KvCache& cache = *groups.front();
   FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
@@ -425,7 +392,7 @@ Expected<std::vector<int32_t>> load_groups(const std::string& path, const Model&
   const auto want_token_hash = get<uint64_t>(p);
 
   // Against this model and session.
-  const SnapshotShape mine = shape_of(model, groups);
+  const SnapshotShape mine = shape_of(fingerprint, groups);
   if (file.fingerprint != mine.fingerprint) {
     return make_error(
         "snapshot {} was made with another model (fingerprint {:016x}, this model "
@@ -651,19 +618,19 @@ Error out_of_memory(const std::string& path, const KvCache& cache, int64_t n_tok
       path, n_tokens, format_size(cache.block_bytes()));
 }
 
-Status save_guarded(const std::string& path, const Model& model, const Groups& groups,
+Status save_guarded(const std::string& path, uint64_t fingerprint, const Groups& groups,
                     std::span<const int32_t> tokens) {
   try {
-    return save_groups(path, model, groups, tokens);
+    return save_groups(path, fingerprint, groups, tokens);
   } catch (const std::bad_alloc&) {
     return out_of_memory(path, *groups.front(), static_cast<int64_t>(tokens.size()));
   }
 }
 
-Expected<std::vector<int32_t>> load_guarded(const std::string& path, const Model& model,
+Expected<std::vector<int32_t>> load_guarded(const std::string& path, uint64_t fingerprint,
                                             const Groups& groups) {
   try {
-    return load_groups(path, model, groups);
+    return load_groups(path, fingerprint, groups);
   } catch (const std::bad_alloc&) {
     return out_of_memory(path, *groups.front(), groups.front()->n_tokens());
   }
@@ -671,21 +638,21 @@ Expected<std::vector<int32_t>> load_guarded(const std::string& path, const Model
 
 }  // namespace
 
-Status save_snapshot(const std::string& path, const Model& model, KvCache& cache,
-                     std::span<const int32_t> tokens) {
-  return save_guarded(path, model, Groups{&cache}, tokens);
+Status save_snapshot_file(const std::string& path, uint64_t fingerprint, KvCache& cache,
+                          std::span<const int32_t> tokens) {
+  return save_guarded(path, fingerprint, Groups{&cache}, tokens);
 }
-Status save_snapshot(const std::string& path, const Model& model, KvCacheSet& caches,
-                     std::span<const int32_t> tokens) {
-  return save_guarded(path, model, groups_of(caches), tokens);
+Status save_snapshot_file(const std::string& path, uint64_t fingerprint, KvCacheSet& caches,
+                          std::span<const int32_t> tokens) {
+  return save_guarded(path, fingerprint, groups_of(caches), tokens);
 }
-Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
-                                             KvCache& cache) {
-  return load_guarded(path, model, Groups{&cache});
+Expected<std::vector<int32_t>> load_snapshot_file(const std::string& path, uint64_t fingerprint,
+                                                  KvCache& cache) {
+  return load_guarded(path, fingerprint, Groups{&cache});
 }
-Expected<std::vector<int32_t>> load_snapshot(const std::string& path, const Model& model,
-                                             KvCacheSet& caches) {
-  return load_guarded(path, model, groups_of(caches));
+Expected<std::vector<int32_t>> load_snapshot_file(const std::string& path, uint64_t fingerprint,
+                                                  KvCacheSet& caches) {
+  return load_guarded(path, fingerprint, groups_of(caches));
 }
 
 int64_t snapshot_temp_pid(const std::string& file_name) {
