@@ -627,7 +627,7 @@ Status Server::start() {
   if (l.max_connections < 1 || l.max_per_client < 1 || l.max_body_bytes < 1 ||
       l.head_timeout_ms < 1 || l.body_timeout_ms < 1 || l.idle_timeout_ms < 1 ||
       l.write_timeout_ms < 1 || l.max_requests_per_connection < 1 || o.tokenize_timeout_ms < 1) {
-    return Error{"the server's connection limits must be positive"};
+    return Error{"the server's connection limits and tokenize timeout must be positive"};
   }
   if (o.port < 0 || o.port > 65535) return make_error("--port {}: not a port (0-65535)", o.port);
   if (!m.backend.chat || !m.backend.text) return Error{"the server has no engine"};

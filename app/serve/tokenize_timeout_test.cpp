@@ -84,9 +84,10 @@ TEST(ServeTokenizeTimeout, SlowPromptIs413AtTheLimitAndTheEngineGoesOn) {
               0u)
         << m;
     EXPECT_NE(m.find("--tokenize-timeout"), std::string::npos) << m;
-    // Sending and parsing 4 MiB, the template, then 0.1 s of tokenizing: well under the whole
-    // encode (loose: the machine may be loaded).
-    EXPECT_LT(took, 5.0) << path;
+    // Beyond sending and parsing the 4 MiB (the byte bound's refusal): the template, the
+    // encoder's setup and 0.1 s of tokenizing, far from the whole encode (loose: the machine may
+    // be loaded, or the build sanitized).
+    EXPECT_LT(took - baseline_s, 3.0) << path;
   }
   std::printf(
       "4 MiB prompt without spaces: the whole encode %.2f s (%zu ids); refused by the byte bound "

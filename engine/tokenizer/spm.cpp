@@ -35,6 +35,7 @@ void Tokenizer::encode_spm_fragment(std::string_view text, std::vector<int32_t>&
   std::vector<MergeSymbol> symbols;
   symbols.reserve(text.size());
   for (size_t offs = 0; offs < text.size();) {
+    if (encode_should_stop()) return;  // megabytes of text take a while even here
     // A well-formed character is one symbol (as llama.cpp). A byte that does not start one is a
     // symbol of its own, so it cannot swallow the bytes after it (llama.cpp takes the length from
     // the lead byte alone, which turns "\xE2 x" into a lone byte followed by a literal U+2581 and
