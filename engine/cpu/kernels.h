@@ -14,7 +14,8 @@
 
 namespace spw::cpu {
 
-/// Activation block for the 32-element integer formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL):
+/// Activation block for the 32-element integer formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL)
+/// and for IQ4_XS (one block per 32-element sub-block of its 256-element super-blocks):
 /// ggml's Q8_1 with float instead of binary16 fields. x[i] ~= d * qs[i], |qs| <= 127, s = d *
 /// sum(qs) (the sum lets Q4_1/Q5_1 apply their offset m, and Q4_0/Q5_0 their -8/-16, once per
 /// block).
@@ -24,7 +25,7 @@ struct BlockQ8A {
   int8_t qs[32];
 };  // 40 B
 
-/// Activation block for the 256-element formats (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS): ggml's
+/// Activation block for the 256-element K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): ggml's
 /// Q8_K. x[i] ~= d * qs[i], |qs| <= 127; bsums[j] = sum of qs[16 j .. 16 j + 15] (the K-quant
 /// mins and the -32 / -4 offsets of Q6_K / Q3_K are applied through these sums).
 struct BlockQ8K {

@@ -74,7 +74,6 @@ VecDotType vec_dot_type(GgmlType wtype) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
-    case GgmlType::IQ4_XS:
       return VecDotType::Q8K;
     default:
       return VecDotType::Q8A;

@@ -5,10 +5,13 @@
 //
 // As in ggml, the activations are first converted once to the "vec_dot type" of the weight
 // type, so that the inner loops are integer dot products:
-//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL -> Q8A: 32-element blocks of int8 with a float scale
-//                                  and the block sum (ggml's Q8_1 with float fields; for Q8_0
-//                                  and IQ4_NL ggml uses Q8_0, the same codes without the sum)
-//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS -> Q8K: 256-element blocks with a float scale and int16
+//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS -> Q8A: 32-element blocks of int8 with a
+//                                  float scale and the block sum (ggml's Q8_1 with float
+//                                  fields; for Q8_0 and IQ4_NL ggml uses Q8_0, the same codes
+//                                  without the sum; for IQ4_XS ggml uses Q8_K, but a scale per
+//                                  32-element sub-block, as the weights have, rounds the
+//                                  activations of a sub-block finer than one per 256)
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K  -> Q8K: 256-element blocks with a float scale and int16
 //                                  sums per 16 elements (ggml's Q8_K)
 //   F32, F16, BF16               -> F32: the activations themselves
 // The activation rounding adds an error of its own (NMSE ~1e-5..1e-4 against float64 on

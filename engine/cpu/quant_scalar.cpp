@@ -305,28 +305,28 @@ float dot_iq4_nl(const uint8_t* w, const uint8_t* x, int64_t n) {
   return acc;
 }
 
-// IQ4_XS: per super-block d dx sum_ib (ls_ib - 32) sum(kValuesIQ4NL[code] x) over eight
-// 32-element sub-blocks, each laid out as an IQ4_NL block.
+// IQ4_XS: per 32-element sub-block ib (each laid out as an IQ4_NL block) d dx_ib (ls_ib - 32)
+// sum(kValuesIQ4NL[code] x), against one BlockQ8A per sub-block: a scale of its own for each
+// sub-block's activations, as for the weights (one scale per 256 gave the test models' logits
+// 1.4x to 3.7x the NMSE against the float64 reference).
 float dot_iq4_xs(const uint8_t* w, const uint8_t* x, int64_t n) {
   float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const auto* b = block<BlockIQ4_XS>(w, i);
-    const auto* a = block<BlockQ8K>(x, i);
+    const float d = fp16_to_fp32(b->d);
     const uint32_t scales_h = b->scales_h;
-    int sumi = 0;
     for (int ib = 0; ib < 8; ++ib) {
+      const auto* a = block<BlockQ8A>(x, 8 * i + ib);
       const int ls =
           ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
       const uint8_t* qs = b->qs + 16 * ib;
-      const int8_t* xq = a->qs + 32 * ib;
       int s = 0;
       for (int j = 0; j < 16; ++j) {
-        s += kValuesIQ4NL[qs[j] & 0x0F] * xq[j];
-        s += kValuesIQ4NL[qs[j] >> 4] * xq[j + 16];
+        s += kValuesIQ4NL[qs[j] & 0x0F] * a->qs[j];
+        s += kValuesIQ4NL[qs[j] >> 4] * a->qs[j + 16];
       }
-      sumi += (ls - 32) * s;
+      acc += d * a->d * static_cast<float>((ls - 32) * s);
     }
-    acc += fp16_to_fp32(b->d) * a->d * static_cast<float>(sumi);
   }
   return acc;
 }

@@ -163,11 +163,13 @@ TEST_P(CpuVsReference, LogitsAgree) {
   // its input carries the activations' rounding, and a top-k choice within that of a tie flips
   // at some position, a discrete change every later greedy step sees (test_archs.cpp says more).
   if (spec.n_expert > 0 && !float_type) spec.n_layer = 1;
-  // Quantized: the 8-bit activations (Q8_0 blocks of 32, Q8_K blocks of 256) cost NMSE 2.3e-4
-  // (Q8_0 weights) to 1.1e-3 (qwen3 IQ4_XS) on these models; the weights' own error is not in
-  // it (the oracle runs on the same dequantized weights).
+  // Quantized: the 8-bit activations (blocks of 32, or of 256 for the K-quants) cost NMSE 2.3e-4
+  // (Q8_0 weights) to ~1e-3 on these models; the weights' own error is not in it (the oracle
+  // runs on the same dequantized weights). IQ4_XS, with a scale per 32 activations, measured
+  // 2.0e-4 (mixtral) to 3.7e-4 (qwen2); with one per 256 it was 3.8e-4 to 1.14e-3 (qwen3).
+  const double quant_nmse = type == GgmlType::IQ4_XS ? 6e-4 : 2e-3;
   expect_matches_reference(spec, arch + "-" + std::string(type_name(static_cast<uint32_t>(type))),
-                           float_type, 2e-3);
+                           float_type, quant_nmse);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -2,7 +2,8 @@
 // level this CPU has: the levels offered are exactly the processor's (x86-64: AVX2 / AVX-512;
 // AArch64: NEON, and NEON dot product where the kernel reports HWCAP_ASIMDDP), and blocks of
 // extreme codes (Q8_0's -128, Q4_0's -8, Q6_K's -32 with scales of -128 and 127, Q4_K's 15
-// with 63 scales and mins) give the exact integer results, which all fit a float's 24 bits.
+// with 63 scales and mins, IQ4_XS's -127 with sub-block scales of -32 and 31) give the exact
+// integer results, which all fit a float's 24 bits.
 // The broader per-type comparisons against float64 run over the same levels in
 // test_cpu_kernels.cpp.
 #include <cstdint>
@@ -142,9 +143,25 @@ Case q4_k_case() {
   return {GgmlType::Q4_K, row, kN * (63.0 * 15 - 63.0) * -127.0};
 }
 
+Case iq4_xs_case() {
+  std::vector<uint8_t> row(row_size(GgmlType::IQ4_XS, kN));
+  for (int64_t b = 0; b < kN / kQK_K; ++b) {
+    BlockIQ4_XS blk;
+    blk.d = fp32_to_fp16(1.0f);
+    // Sub-block scales ls = 0 (even sub-blocks: -32) and 63 (odd: +31), the 6-bit extremes.
+    std::memset(blk.scales_l, 0xF0, sizeof blk.scales_l);
+    blk.scales_h = 0xCCCC;
+    std::memset(blk.qs, 0x00, sizeof blk.qs);  // every code 0: value -127, the largest
+    std::memcpy(row.data() + b * sizeof blk, &blk, sizeof blk);
+  }
+  // Per super-block 4 sub-blocks of 32 at -32 and 4 at 31, each element -127 * -127 (a
+  // sub-block's 32 products of 127 x 127 fill VPMADDUBSW's int16 pairs to 32,258).
+  return {GgmlType::IQ4_XS, row, (kN / kQK_K) * 4.0 * 32.0 * (-32.0 + 31.0) * -127.0 * -127.0};
+}
+
 TEST(CpuSimd, ExtremeCodesGiveExactSumsAtEveryLevel) {
   ThreadPool pool(1);
-  for (const Case& c : {q8_0_case(), q4_0_case(), q6_k_case(), q4_k_case()}) {
+  for (const Case& c : {q8_0_case(), q4_0_case(), q6_k_case(), q4_k_case(), iq4_xs_case()}) {
     // The fixture itself, through the format's definition.
     std::vector<float> w(kN);
     dequantize_row(c.type, c.row.data(), w.data(), kN);
