@@ -247,20 +247,14 @@ double prefill_flops(const Model& model, int64_t n) {
   const ModelConfig& c = model.config();
   double macs_per_token = 0;
   const auto macs = [](const GgufTensorInfo* t) {
-    return t ? static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]) : 0.0;
+    return static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]);
   };
   // Every matrix a token goes through: split or fused (phi3) attention and FFN, a mixture's
   // router, its n_expert_used experts (one [n_embd, n_ff_exp] slice each) and shared expert.
   const double used = static_cast<double>(c.n_expert_used);
   for (const LayerWeights& w : model.layers) {
-    for (const GgufTensorInfo* t :
-         {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
-          w.ffn_gate_inp, w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp}) {
-      macs_per_token += macs(t);
-    }
-    for (const GgufTensorInfo* t : {w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps}) {
-      macs_per_token += used * macs(t);
-    }
+    for (const GgufTensorInfo* t : w.matrices())
+      macs_per_token += (t->n_dims == 3 ? used : 1.0) * macs(t);  // a 3-D stack: the used experts
   }
   const double out_macs =
       static_cast<double>(model.output->ne[0]) * static_cast<double>(model.output->ne[1]);

@@ -49,12 +49,11 @@ PackedWeights::PackedWeights(const Model& model) : impl_(std::make_unique<Impl>(
     }
   };
   for (const LayerWeights& w : model.layers) {
-    for (const GgufTensorInfo* t :
-         {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
-          w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp}) {
+    for (const GgufTensorInfo* t : w.matrices()) {
+      // The router is not repacked: its logits come from quant_dot.h's kernels, whose rounding
+      // the top-k expert choice has always seen.
+      if (t == w.ffn_gate_inp) continue;
       add(t);
-    }
-    for (const GgufTensorInfo* t : {w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps}) {
       add_stack(t);
     }
   }

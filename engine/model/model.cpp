@@ -202,25 +202,30 @@ const GgufTensorInfo* Model::rope_factors(int64_t n_ctx) const {
   return n_ctx > config_.rope.n_ctx_orig ? rope_factors_long : rope_factors_short;
 }
 
+std::vector<const GgufTensorInfo*> LayerWeights::matrices() const {
+  std::vector<const GgufTensorInfo*> v;
+  for (const GgufTensorInfo* t :
+       {attn_q, attn_k, attn_v, attn_qkv, attn_output, ffn_gate, ffn_up, ffn_down, ffn_gate_inp,
+        ffn_gate_exps, ffn_up_exps, ffn_down_exps, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp}) {
+    if (t != nullptr) v.push_back(t);
+  }
+  return v;
+}
+
 ModelSize Model::size() const {
   ModelSize s;
   const ModelConfig& c = config_;
-  // Expert stacks: a token reads n_expert_used of the n_expert experts.
-  const auto used = [&](const GgufTensorInfo* t) {
-    return c.n_expert > 0 ? t->n_elements() / c.n_expert * c.n_expert_used : t->n_elements();
-  };
   for (const GgufTensorInfo& t : file_->tensors()) s.params += t.n_elements();
   s.active_params = s.params;
   int64_t bytes = static_cast<int64_t>(output->n_bytes);
   for (const LayerWeights& w : layers) {
-    for (const GgufTensorInfo* t :
-         {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
-          w.ffn_gate_inp, w.ffn_gate_shexp, w.ffn_up_shexp, w.ffn_down_shexp}) {
-      if (t != nullptr) bytes += static_cast<int64_t>(t->n_bytes);
-    }
-    for (const GgufTensorInfo* t : {w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps}) {
-      if (t == nullptr) continue;
-      s.active_params -= t->n_elements() - used(t);
+    for (const GgufTensorInfo* t : w.matrices()) {
+      if (t->n_dims != 3) {
+        bytes += static_cast<int64_t>(t->n_bytes);
+        continue;
+      }
+      // An expert stack: a token reads n_expert_used of the n_expert experts.
+      s.active_params -= t->n_elements() - t->n_elements() / c.n_expert * c.n_expert_used;
       bytes += static_cast<int64_t>(t->n_bytes) / c.n_expert * c.n_expert_used;
     }
   }

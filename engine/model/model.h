@@ -158,6 +158,12 @@ struct LayerWeights {
   const GgufTensorInfo* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shexp]
   const GgufTensorInfo* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shexp]
   const GgufTensorInfo* ffn_down_shexp = nullptr;      // [n_ff_shexp, n_embd]
+
+  /// The block's weight matrices the architecture has, in a fixed order: attention (split or
+  /// fused QKV), output projection, dense FFN, router, the expert stacks (the only 3-D ones,
+  /// [n_in, n_out, n_expert]), shared expert. Norms, biases and the shared expert's gate
+  /// vector are not matrices.
+  std::vector<const GgufTensorInfo*> matrices() const;
 };
 
 /// A weight matrix as the matmul kernels take it: n_out rows of n_in elements in `type`, row r

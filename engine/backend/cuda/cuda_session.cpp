@@ -22,19 +22,6 @@ namespace k = ::spw::kernels;
 // cuBLAS workspace: NVIDIA's recommendation for Hopper (32 MiB; 4 MiB suffices before it).
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
 
-// The matrices of one layer the architecture has (2-D, and the 3-D expert stacks), in a fixed
-// order.
-std::vector<const GgufTensorInfo*> layer_matrices(const LayerWeights& w) {
-  std::vector<const GgufTensorInfo*> v;
-  for (const GgufTensorInfo* t :
-       {w.attn_q, w.attn_k, w.attn_v, w.attn_qkv, w.attn_output, w.ffn_gate, w.ffn_up, w.ffn_down,
-        w.ffn_gate_inp, w.ffn_gate_exps, w.ffn_up_exps, w.ffn_down_exps, w.ffn_gate_shexp,
-        w.ffn_up_shexp, w.ffn_down_shexp}) {
-    if (t != nullptr) v.push_back(t);
-  }
-  return v;
-}
-
 // The 1-D vectors of one layer (nullptr where the architecture has none).
 std::array<const GgufTensorInfo*, 10> layer_vectors(const LayerWeights& w) {
   return {w.attn_norm,   w.ffn_norm,    w.attn_q_bias,    w.attn_k_bias,   w.attn_v_bias,
@@ -68,7 +55,7 @@ int64_t vector_bytes(const GgufTensorInfo* t) {
 int64_t max_layer_n_in(const Model& m) {
   int64_t n = 0;
   for (const LayerWeights& w : m.layers)
-    for (const GgufTensorInfo* t : layer_matrices(w)) n = std::max(n, t->ne[0]);
+    for (const GgufTensorInfo* t : w.matrices()) n = std::max(n, t->ne[0]);
   return n;
 }
 
@@ -77,8 +64,7 @@ int64_t max_layer_n_in(const Model& m) {
 int64_t weight_tile_elems(const Model& m, int64_t max_tile_bytes) {
   int64_t largest = 0;
   for (const LayerWeights& w : m.layers)
-    for (const GgufTensorInfo* t : layer_matrices(w))
-      largest = std::max(largest, t->ne[0] * t->ne[1]);
+    for (const GgufTensorInfo* t : w.matrices()) largest = std::max(largest, t->ne[0] * t->ne[1]);
   const int64_t cap = max_tile_bytes / int64_t{sizeof(uint16_t)};
   return std::max(max_layer_n_in(m), std::min(largest, cap));
 }
@@ -112,7 +98,7 @@ Status check_params(const Model& model, const SessionParams& params, const CudaS
   }
   // cuBLAS takes int sizes; no real model comes near, but say so rather than wrap around.
   for (const LayerWeights& w : model.layers) {
-    for (const GgufTensorInfo* t : layer_matrices(w)) {
+    for (const GgufTensorInfo* t : w.matrices()) {
       if (t->ne[0] > INT_MAX || t->ne[1] > INT_MAX)
         return make_error("tensor '{}' {} is too large for cuBLAS", t->name, t->shape_string());
     }
@@ -141,8 +127,7 @@ Expected<CudaMemoryPlan> CudaSession::plan_window(const Model& model, const Sess
   if (model.output != model.token_embd) p.weights += A(static_cast<int64_t>(model.output->n_bytes));
   p.weights += vector_bytes(model.output_norm);
   for (const LayerWeights& w : model.layers) {
-    for (const GgufTensorInfo* t : layer_matrices(w))
-      p.weights += A(static_cast<int64_t>(t->n_bytes));
+    for (const GgufTensorInfo* t : w.matrices()) p.weights += A(static_cast<int64_t>(t->n_bytes));
     for (const GgufTensorInfo* t : layer_vectors(w)) p.weights += vector_bytes(t);
   }
 
