@@ -250,7 +250,8 @@ TEST(CliInfo, ReportsHyperparametersAsJson) {
   spec.head_dim = 32;
   const fs::path p = write_model("info-qwen3.gguf", spec);
   // --data-dir is global: accepted after the subcommand too.
-  Result r = run({"info", "-m", p.string(), "--json", "--data-dir", (tmp_dir() / "data").string()});
+  Result r =
+      run({"info", "-m", p.string(), "--json", "--data-dir", (tmp_dir() / "info-data").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["architecture"], "qwen3");
@@ -262,7 +263,8 @@ TEST(CliInfo, ReportsHyperparametersAsJson) {
   // 2 (K,V) x n_layer x n_head_kv x head_dim x 2 bytes
   EXPECT_EQ(j["kv_bytes_per_token"]["f16"], 2 * spec.n_layer * 1 * 32 * 2);
   EXPECT_EQ(j["file_size"], fs::file_size(p));
-  EXPECT_TRUE(fs::is_directory(tmp_dir() / "data"));
+  // A read-only command creates no data folder (it needs none).
+  EXPECT_FALSE(fs::exists(tmp_dir() / "info-data"));
   r = run({"info", "-m", p.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("qwen3"), std::string::npos);

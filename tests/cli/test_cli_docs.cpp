@@ -255,7 +255,7 @@ TEST(CliDocs, SearchReturnsDocumentPageAndHighlightedSnippet) {
   EXPECT_EQ(test::parse_one_object(lig.out)["hits"].size(), 1u) << lig.out;
   // Page numbers are 1 or more, said plainly.
   const CliResult p0 = run(with_data({"docs", "show", id.dump(), "--page", "0"}, d));
-  EXPECT_EQ(p0.exit_code, 1);
+  EXPECT_EQ(p0.exit_code, 2);  // refused while the command line is parsed
   EXPECT_NE(p0.err.find("a page number is 1 or more, not '0'"), std::string::npos) << p0.err;
 }
 

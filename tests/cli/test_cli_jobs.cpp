@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -254,21 +255,31 @@ TEST_F(CliJobs, AddListShowRunAndExport) {
 }
 
 TEST_F(CliJobs, AKilledRunnerIsResumedAndFinishedResultsStayAsTheyWere) {
-  const int n_docs = 6;
+  const int n_docs = 8;
   const auto docs = ingest(n_docs, 2);
   const int64_t id = add_job(docs, {"-n", "160"});
-  Child runner(with_data({"jobs", "run-due", "--lease", "2", "--heartbeat", "0.5"}), data_,
-               "runner1");
-  // Kill it once a document is done and before the last is.
+  const fs::path events = data_ / "runner1.progress.jsonl";
+  Child runner(with_data({"jobs", "run-due", "--lease", "2", "--heartbeat", "0.5",
+                          "--progress-json", events.string()}),
+               data_, "runner1");
+  // Kill it once a document is done and before the last is: the runner's own document events
+  // say when (reading a file is quick; a `jobs show` per poll let a fast runner finish first).
+  const auto documents_done = [&events] {
+    std::ifstream in(events);
+    std::string line;
+    int64_t n = 0;
+    while (std::getline(in, line)) {
+      const auto e = nlohmann::json::parse(line, nullptr, false);
+      if (e.is_object() && e.value("phase", "") == "document")
+        n = std::max<int64_t>(n, e.value("done", int64_t{0}));
+    }
+    return n;
+  };
+  for (int i = 0; i < 20000 && runner.running() && documents_done() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  runner.kill9();
   nlohmann::json j;
   int done = 0;
-  for (int i = 0; i < 2000; ++i) {
-    j = show(id);
-    done = j["n_done"].get<int>();
-    if (done >= 1 || !runner.running()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  runner.kill9();
   j = show(id);
   done = j["n_done"].get<int>();
   ASSERT_GE(done, 1) << runner.err();
