@@ -433,13 +433,27 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   c->require_subcommand(1);
 
   auto* add = c->add_subcommand("add", "Queue a job; prints \"job N\"");
-  add->add_option("--task", a.task, "summary | clauses | prompt")->capture_default_str();
+  add->add_option("--task", a.task, "summary | clauses | prompt")
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            auto t = app::parse_job_task(v);
+            return t ? std::string() : "--task: " + t.error().message;
+          },
+          "TASK"));
   add->add_option("--prompt", a.prompt, "The instruction of a prompt job");
   add->add_option("--clauses", a.clauses,
                   "Clause types, comma-separated (default: termination, governing law, liability "
                   "cap, renewal, assignment)");
   add->add_option("--length", a.length, "Summary length: short | medium | long")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            return v == "short" || v == "medium" || v == "long"
+                       ? std::string()
+                       : fmt::format("--length '{}': use short, medium or long", v);
+          },
+          "LENGTH"));
   add->add_option("--doc", a.docs, "Document id (repeat, or comma-separate, for several)")
       ->required()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
@@ -456,9 +470,11 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   add_ctx_option(*add, a.n_ctx);
   add_threads_option(*add, a.n_threads);
   add->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kv_type_name("--cache-type-k"));
   add->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kv_type_name("--cache-type-v"));
   add->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
   add->add_option("--template", a.template_name, "Chat template instead of the detected one");
   add_kv_options(*add, a.kv);
@@ -532,7 +548,14 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
 
   auto* exp = c->add_subcommand("export", "Write a job's results as Markdown or CSV");
   exp->add_option("id", a.id, "Job id")->required();
-  exp->add_option("--format", a.format, "md | csv")->required();
+  exp->add_option("--format", a.format, "md | csv")
+      ->required()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            auto f = app::parse_export_format(v);
+            return f ? std::string() : f.error().message;
+          },
+          "FORMAT"));
   exp->add_option("-o,--output", a.output, "Output file")->required();
 
   // --data-dir (the global option) may follow any of these.

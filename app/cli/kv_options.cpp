@@ -1,8 +1,10 @@
 #include "app/cli/kv_options.h"
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "app/cli/option_checks.h"
@@ -12,14 +14,47 @@
 
 namespace spw::cli {
 
+namespace {
+
+// A whole-number KV setting checked as kv::validate() checks it, while the command line is
+// parsed (its messages name the flag: "--kv-block 0: a block holds at least 1 token").
+CLI::Validator kv_setting_check(const char* flag, void (*set)(kv::KvSettings&, int64_t)) {
+  return parsed_by(
+      [flag, set](const std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc() || p != end)
+          return fmt::format("{} '{}' is not a whole number", flag, text);
+        kv::KvSettings s;
+        set(s, v);
+        const Status st = kv::validate(s, /*need_spill_dir=*/false);
+        return st ? std::string() : st.error().message;
+      },
+      "N");
+}
+
+}  // namespace
+
 void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
-  sub.add_option("--kv-block", a.kv_block, "KV cache block size in tokens")->capture_default_str();
+  sub.add_option("--kv-block", a.kv_block, "KV cache block size in tokens")
+      ->capture_default_str()
+      ->check(
+          kv_setting_check("--kv-block", [](kv::KvSettings& s, int64_t v) { s.block_size = v; }));
   sub.add_option("--kv-window", a.kv_window,
                  "Recent tokens kept in the KV window (GPU with CUDA, else RAM), or auto: 4096 in "
                  "RAM, on a GPU the whole context or what fits")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            kv::KvSettings s;
+            const Status st = kv::parse_kv_window(v, s);
+            return st ? std::string() : st.error().message;
+          },
+          "N|auto"));
   sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kv_setting_check("--kv-sinks", [](kv::KvSettings& s, int64_t v) { s.n_sinks = v; }));
   sub.add_option("--host-budget", a.host_budget,
                  "RAM for KV blocks that left the window, e.g. 8G (default: no limit)")
       ->check(size_at_least("--host-budget", 0));
@@ -57,15 +92,34 @@ void add_kv_options(CLI::App& sub, KvArgs& a) {
       ->each([&a](const std::string&) { a.ubatch_given = true; });
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            kv::KvSettings s;
+            const Status st = kv::parse_kv_attention(v, s);
+            return st ? std::string() : fmt::format("--attention: {}", st.error().message);
+          },
+          "MODE"));
   sub.add_option("--huge-pages", a.huge_pages,
                  "on | off: 2 MiB transparent huge pages for the host KV tier where the kernel's "
                  "THP mode is madvise or always")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            return v == "on" || v == "off" ? std::string()
+                                           : fmt::format("--huge-pages '{}': give on or off", v);
+          },
+          "on|off"));
   sub.add_option("--numa-node", a.numa_node,
                  "auto | off | N: the NUMA node the host KV tier is bound to (auto: the node of "
                  "the threads or the GPU that read it, on a machine with more than one)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            auto n = parse_numa_setting(v);
+            return n ? std::string() : n.error().message;
+          },
+          "auto|off|N"));
 }
 
 Expected<MachineMemory> machine_memory(const KvArgs& a) {

@@ -17,6 +17,7 @@
 #include "engine/common/output_path.h"
 #include "engine/common/size.h"
 #include "engine/sampling/sampler.h"
+#include "engine/session/session.h"
 
 namespace spw::cli {
 
@@ -105,6 +106,20 @@ CLI::Validator size_at_least(const std::string& flag, int64_t min_bytes) {
         return std::string();
       },
       "SIZE");
+}
+
+CLI::Validator parsed_by(std::function<std::string(const std::string&)> parse,
+                         const std::string& what) {
+  return CLI::Validator([parse = std::move(parse)](std::string& s) { return parse(s); }, what);
+}
+
+CLI::Validator kv_type_name(const std::string& flag) {
+  return parsed_by(
+      [flag](const std::string& s) -> std::string {
+        auto t = parse_kv_type(s);
+        return t ? std::string() : fmt::format("{}: {}", flag, t.error().message);
+      },
+      "TYPE");
 }
 
 CLI::Option* add_ctx_option(CLI::App& sub, int64_t& n_ctx) {

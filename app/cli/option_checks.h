@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "app/cli/kv_options.h"
 #include "engine/common/expected.h"
@@ -56,6 +58,15 @@ CLI::Validator real_range(const std::string& flag, double lo, bool lo_open, doub
 /// "--host-budget: invalid size '8Q' (use a number with K, M, G or T, ...)", "--max-body must be
 /// at least 1 byte, got '0'".
 CLI::Validator size_at_least(const std::string& flag, int64_t min_bytes);
+
+/// A value `parse` accepts: `parse` returns "" or the whole message, which names the flag
+/// ("--kv-window 0: the window holds at least 1 token"). `what` is the help's type name.
+CLI::Validator parsed_by(std::function<std::string(const std::string&)> parse,
+                         const std::string& what);
+
+/// --cache-type-k / --cache-type-v: f32 | f16 | q8_0 (engine/session/session.h parse_kv_type):
+/// "--cache-type-k: unknown KV cache type 'q4' (f32, f16 or q8_0)".
+CLI::Validator kv_type_name(const std::string& flag);
 
 /// -c,--ctx-size: 1..kMaxTokens; not given, n_ctx stays 0 (the command chooses the context:
 /// the trained one when its KV fits, else the largest that does).

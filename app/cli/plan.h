@@ -37,12 +37,13 @@ struct PlanArgs {
 };
 
 /// plan's exit status when its verdict is "does not fit" (the plan, with its problems and
-/// suggestions, still printed), so a script can test the verdict.
-inline constexpr int kExitDoesNotFit = 2;
+/// suggestions, still printed), so a script can test the verdict; distinct from 1 (an error)
+/// and 2 (a value the command line refused).
+inline constexpr int kExitDoesNotFit = 3;
 
 /// Exit 0 with the plan when it fits, kExitDoesNotFit with the plan when it does not; 1 with
-/// "error: ..." on stderr for a bad type or KV setting, or a model that does not load (2, from
-/// the command line's checks, for a number or size out of range).
+/// "error: ..." on stderr for a model that does not load (2, from the command line's checks,
+/// for a value out of range or not of its kind).
 int run_plan(const PlanArgs& a);
 
 }  // namespace spw::cli

@@ -38,9 +38,9 @@ trap 'rm -rf "$data"' EXIT
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M') UTC; cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); nproc $(nproc); threads $threads; load $(cut -d' ' -f1-3 /proc/loadavg)"
 t0=$(date +%s.%N)
-# Exit 2: the plan says "does not fit"; its predictions are still there.
+# Exit 3: the plan says "does not fit"; its predictions are still there.
 "$cli" plan -m "$model" -c 4096 -t "$threads" --json --data-dir "$data" >"$data/plan.json" ||
-  [ $? -eq 2 ]
+  [ $? -eq 3 ]
 t1=$(date +%s.%N)
 python3 - "$data/plan.json" "$t0" "$t1" <<'PY'
 import json, sys

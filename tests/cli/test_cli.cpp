@@ -116,7 +116,7 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
   EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << "no half result on stdout";
   r = run({"generate", "-m", p.string(), "-p", "x", "--cache-type-k", "q3"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2) << "not a KV type: refused while parsing";
   EXPECT_NE(r.err.find("q3"), std::string::npos) << r.err;
   r = run({"generate", "-m", p.string(), "-p", "x", "--top-p", "0"});
   EXPECT_EQ(r.exit_code, 2) << "a value out of range";

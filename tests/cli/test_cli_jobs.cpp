@@ -575,23 +575,25 @@ TEST_F(CliJobs, BadInputIsRefusedAndNothingIsQueued) {
   struct Case {
     std::vector<std::string> args;
     std::string message;
+    int exit_code = 1;  // 2: not a value of its kind, refused while parsing
   };
   const std::vector<Case> cases = {
-      {{"--doc", "1", "--task", "essay"}, "--task: unknown task 'essay'"},
+      {{"--doc", "1", "--task", "essay"}, "--task: unknown task 'essay'", 2},
+      {{"--doc", "1", "--length", "huge"}, "--length 'huge': use short, medium or long", 2},
       {{"--doc", "9"}, "no document with id 9"},
       {{"--doc", "1", "--nightly", "25:00"}, "--nightly: '25:00' is not a time of day"},
       {{"--doc", "1", "--at", "soon"}, "--at: 'soon' is not an ISO 8601 date-time"},
       {{"--doc", "1", "--at", "2030-01-01T00:00Z", "--nightly", "02:00"}, "use one of --at"},
       {{"--doc", "1", "--task", "prompt"}, "a prompt job needs --prompt TEXT"},
       {{"--doc", "1", "--prompt", "x"}, "--prompt goes with --task prompt"},
-      {{"--doc", "1", "--cache-type-k", "q3"}, "--cache-type-k"},
+      {{"--doc", "1", "--cache-type-k", "q3"}, "--cache-type-k", 2},
       {{"--doc", "1", "--endpoint", "ftp://x"}, "--endpoint 'ftp://x'"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"jobs", "add", "-m", model_};
     args.insert(args.end(), c.args.begin(), c.args.end());
     const CliResult r = run(with_data(args));
-    EXPECT_EQ(r.exit_code, 1) << c.message;
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.message;
     EXPECT_NE(r.err.find("error: " + c.message), std::string::npos) << r.err;
   }
   const CliResult n0 = run(with_data({"jobs", "add", "-m", model_, "--doc", "1", "-n", "0"}));
@@ -606,7 +608,8 @@ TEST_F(CliJobs, BadInputIsRefusedAndNothingIsQueued) {
   EXPECT_EQ(show_missing.exit_code, 1);
   EXPECT_NE(show_missing.err.find("no job with id 3"), std::string::npos);
   const CliResult fmt_bad = run(with_data({"jobs", "export", "1", "--format", "pdf", "-o", "x"}));
-  EXPECT_NE(fmt_bad.err.find("--format 'pdf': use md or csv"), std::string::npos);
+  EXPECT_EQ(fmt_bad.exit_code, 2);
+  EXPECT_NE(fmt_bad.err.find("--format 'pdf': use md or csv"), std::string::npos) << fmt_bad.err;
 }
 
 }  // namespace

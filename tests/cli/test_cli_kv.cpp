@@ -127,12 +127,12 @@ TEST(CliKv, BadSizesAndSettingsAreRefused) {
            {{"--host-budget", "12Q"}, "--host-budget: invalid size '12Q'", 2},
            {{"--disk-budget=-1M"}, "--disk-budget", 2},
            {{"--host-budget", "lots"}, "lots", 2},
-           {{"--kv-block", "0"}, "--kv-block 0"},
-           {{"--kv-window", "0"}, "--kv-window 0"},
-           {{"--kv-sinks", "-1"}, "--kv-sinks -1"},
+           {{"--kv-block", "0"}, "--kv-block 0", 2},
+           {{"--kv-window", "0"}, "--kv-window 0", 2},
+           {{"--kv-sinks", "-1"}, "--kv-sinks -1", 2},
            {{"--ubatch", "0"}, "--ubatch must be 1..2147483648, got 0", 2},
-           {{"--attention", "fuzzy"}, "exact, streaming, topk:K"},
-           {{"--attention", "topk:0"}, "topk:0"},
+           {{"--attention", "fuzzy"}, "exact, streaming, topk:K", 2},
+           {{"--attention", "topk:0"}, "topk:0", 2},
            {{"--kv-window", "64", "--reference"}, "--reference"},
            {{"--stats", "--device", "cuda"}, "--device cuda"},
            {{"--attention", "streaming", "--device", "cuda"}, "runs on the CPU only"},
@@ -141,8 +141,10 @@ TEST(CliKv, BadSizesAndSettingsAreRefused) {
              (tmp_dir() / "same.kv").string()},
             "is also the --save-kv file"},
            {{"--save-kv", model.string() + "/x.kv"}, "is not a folder"},
-           {{"--huge-pages", "maybe"}, "--huge-pages 'maybe': give on or off"},
-           {{"--numa-node", "x"}, "--numa-node 'x': give auto, off or a node number (0, 1, ...)"},
+           {{"--huge-pages", "maybe"}, "--huge-pages 'maybe': give on or off", 2},
+           {{"--numa-node", "x"},
+            "--numa-node 'x': give auto, off or a node number (0, 1, ...)",
+            2},
            {{"--numa-node", "1000"}, "--numa-node 1000: this machine has "},
        }) {
     const CliResult r = run(with(base, c.args));
@@ -347,7 +349,7 @@ TEST(CliKv, SettingsLongerThanTheContextAreCutToIt) {
     EXPECT_EQ(r.out, plain.out) << extra[0] << " " << extra[1];
   }
   const CliResult huge = run(with(base, {"--kv-block", "4611686018427387904"}));
-  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_EQ(huge.exit_code, 2);
   EXPECT_NE(huge.err.find("--kv-block 4611686018427387904 is too large"), std::string::npos)
       << huge.err;
   const CliResult plan = run({"plan", "-m", stories().string(), "-c", "99999999999999"});

@@ -112,7 +112,7 @@ TEST(CliPlan, TooSmallBudgetsExit2WithSuggestions) {
   const CliResult r =
       run({"plan", "-m", stories_shaped().string(), "-c", "2048", "--kv-block", "16", "--kv-window",
            "16", "--host-budget", "64K", "--vram", "8G", "--json"});
-  ASSERT_EQ(r.exit_code, 2) << r.err;
+  ASSERT_EQ(r.exit_code, 3) << r.err;  // does not fit
   const nlohmann::json j = parse_one_object(r.out);
   EXPECT_EQ(j["fits"], false);
   EXPECT_EQ(j["device"], "gpu");
@@ -144,10 +144,10 @@ TEST(CliPlan, BadFlagsAreRefused) {
       {{"plan", "-m", m, "--disk", "1M", "--disk-budget", "0"}, "the same setting"},
       {{"plan", "-m", m, "--host-budget", ""}, "--host-budget: invalid size ''", 2},
       {{"plan", "-m", m, "--ram", ""}, "--ram: invalid size ''", 2},
-      {{"plan", "-m", m, "--kv-window", "none"}, "--kv-window 'none'"},
-      {{"plan", "-m", m, "--cache-type-k", "q4_0"}, "unknown KV cache type 'q4_0'"},
+      {{"plan", "-m", m, "--kv-window", "none"}, "--kv-window 'none'", 2},
+      {{"plan", "-m", m, "--cache-type-k", "q4_0"}, "unknown KV cache type 'q4_0'", 2},
       {{"plan", "-m", m, "--cache-type-v", "q8_0"}, "q8_0 KV cache needs head_dim_v % 32 == 0"},
-      {{"plan", "-m", m, "--kv-block", "0"}, "--kv-block 0"},
+      {{"plan", "-m", m, "--kv-block", "0"}, "--kv-block 0", 2},
       {{"plan", "-m", (tmp_dir() / "missing.gguf").string()}, "missing.gguf"},
   };
   for (const Case& c : cases) {
@@ -169,7 +169,7 @@ TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
   std::vector<std::string> plan = {"plan", "-m", stories_shaped().string(), "--json"};
   plan.insert(plan.end(), kv.begin(), kv.end());
   const CliResult p = run(plan);
-  ASSERT_EQ(p.exit_code, 2) << p.err;
+  ASSERT_EQ(p.exit_code, 3) << p.err;  // does not fit
   const nlohmann::json j = parse_one_object(p.out);
   EXPECT_EQ(j["fits"], false);
   ASSERT_FALSE(j["problems"].empty());
@@ -185,7 +185,7 @@ TEST(CliPlan, ADiskTierWithoutAUsableFolderDoesNotFit) {
 // both sizes and what would: the default context's budgets with a disk tier, or a shorter -c.
 TEST(CliPlan, MoreKvThanPhysicalMemoryDoesNotFit) {
   const CliResult r = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648", "--json"});
-  ASSERT_EQ(r.exit_code, 2) << r.err;
+  ASSERT_EQ(r.exit_code, 3) << r.err;  // does not fit
   const nlohmann::json j = parse_one_object(r.out);
   EXPECT_EQ(j["fits"], false);
   EXPECT_TRUE(j["warnings"].empty()) << j.dump();
@@ -200,7 +200,7 @@ TEST(CliPlan, MoreKvThanPhysicalMemoryDoesNotFit) {
   EXPECT_NE(std::find(kinds.begin(), kinds.end(), "host-disk"), kinds.end()) << j.dump();
   EXPECT_NE(std::find(kinds.begin(), kinds.end(), "ctx"), kinds.end()) << j.dump();
   const CliResult t = run({"plan", "-m", stories_shaped().string(), "-c", "2147483648"});
-  EXPECT_EQ(t.exit_code, 2) << t.err;
+  EXPECT_EQ(t.exit_code, 3) << t.err;
   EXPECT_NE(t.out.find("fits        no: "), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("  problem   KV in RAM 1.2 TiB"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("  try       --host-budget "), std::string::npos) << t.out;
@@ -262,8 +262,8 @@ TEST(CliPlan, PlanAndGenerateAgreeToTheTokenOnWhatFits) {
       std::replace(kv.begin(), kv.end(), std::string("--host-budget"), std::string("--ram"));
     plan.insert(plan.end(), kv.begin(), kv.end());
     const CliResult p = run(plan);
-    ASSERT_TRUE(p.exit_code == 0 || p.exit_code == 2) << p.err;
-    EXPECT_EQ(p.exit_code, parse_one_object(p.out)["fits"].get<bool>() ? 0 : 2) << p.out;
+    ASSERT_TRUE(p.exit_code == 0 || p.exit_code == 3) << p.err;
+    EXPECT_EQ(p.exit_code, parse_one_object(p.out)["fits"].get<bool>() ? 0 : 3) << p.out;
     if (i + 1 == std::size(cases)) {
       EXPECT_NE(p.err.find("--ram is deprecated: use --host-budget"), std::string::npos) << p.err;
     }

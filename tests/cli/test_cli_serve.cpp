@@ -323,7 +323,7 @@ TEST(CliServe, BadFlags) {
   const CliResult kv = run_cli(
       SPILLWAY_CLI_PATH,
       {"serve", "-m", test_model().string(), "--port", "0", "--cache-type-k", "q9"}, tmp_dir());
-  EXPECT_EQ(kv.exit_code, 1);
+  EXPECT_EQ(kv.exit_code, 2);
   EXPECT_NE(kv.err.find("--cache-type-k"), std::string::npos) << kv.err;
   const CliResult port = run_cli(
       SPILLWAY_CLI_PATH, {"serve", "-m", test_model().string(), "--port", "70000"}, tmp_dir());
