@@ -341,9 +341,9 @@ void LibraryPanel::reload() {
   }
   in_reload_ = false;
   if (lib_ && !docs.empty()) {
-    summary_->setText(docs.size() == 1
-                          ? tr("1 document · %1 pages").arg(total_pages)
-                          : tr("%1 documents · %2 pages").arg(docs.size()).arg(total_pages));
+    const QString pages = total_pages == 1 ? tr("1 page") : tr("%1 pages").arg(total_pages);
+    summary_->setText(docs.size() == 1 ? tr("1 document · %1").arg(pages)
+                                       : tr("%1 documents · %2").arg(docs.size()).arg(pages));
   } else if (lib_) {
     summary_->setText(tr("Library is empty"));
   }

@@ -172,10 +172,17 @@ int main(int argc, char** argv) {
                       .arg(parser.value(theme_opt)));
     }
   }
-  const QStringList files = parser.positionalArguments();
-  for (const QString& f : files) {
-    if (!QFileInfo(f).isFile()) return fail(QStringLiteral("no such file: %1").arg(f));
+  // A missing file among several is skipped with a note (the others still open); none there
+  // at all is an error.
+  QStringList files;
+  QStringList missing;
+  for (const QString& f : parser.positionalArguments())
+    (QFileInfo(f).isFile() ? files : missing) << f;
+  if (!missing.isEmpty() && files.isEmpty()) {
+    return fail(QStringLiteral("no such file: %1").arg(missing.join(QStringLiteral(", "))));
   }
+  for (const QString& f : missing)
+    std::fprintf(stderr, "spillway: no such file: %s (skipped)\n", qPrintable(f));
 
   spw::app::PathOverrides overrides;
   if (parser.isSet(data_dir_opt)) {
@@ -195,6 +202,12 @@ int main(int argc, char** argv) {
       return fail(QStringLiteral("the library in %1 is open in another Spillway window; a "
                                  "screenshot run needs a library of its own: --data-dir DIR")
                       .arg(QString::fromStdString(paths->data_dir.string())));
+    }
+    for (const QCommandLineOption* o : {&model_opt, &ask_opt, &size_opt, &theme_opt}) {
+      if (parser.isSet(*o)) {
+        std::fprintf(stderr, "spillway: --%s is not passed on: the running window keeps its own\n",
+                     qPrintable(o->names().front()));
+      }
     }
     QString error;
     if (!instance.forward(files, &error)) return fail(error);

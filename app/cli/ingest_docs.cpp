@@ -350,9 +350,10 @@ int docs_remove(Library& lib, const DocsArgs& a) {
   if (auto s = lib.remove_document(a.id); !s) return fail(s.error().message);
   if (a.json) {
     std::printf("%s\n", dump({{"removed", a.id}, {"title", doc->title}}).c_str());
-  } else {
-    std::printf("removed document %lld (%s)\n", static_cast<long long>(a.id), doc->title.c_str());
+    return 0;
   }
+  std::printf("removed document %lld (%s)\n", static_cast<long long>(a.id),
+              app::display_title(doc->title, doc->path).c_str());
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "app/store/library.h"
 
+#include "app/store/display_title.h"
+
 #include <sqlite3.h>
 
 #include <bit>
@@ -52,7 +54,7 @@ constexpr std::string_view kInsertPage =
 // snippet(): column 0, highlight markers, ellipsis, about 16 tokens around the match.
 constexpr std::string_view kSearch =
     "SELECT p.doc_id, d.title, p.page_no, "
-    "snippet(pages_fts, 0, ?2, ?3, '…', 16), bm25(pages_fts) AS rank "
+    "snippet(pages_fts, 0, ?2, ?3, '…', 16), bm25(pages_fts) AS rank, d.path "
     "FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid JOIN documents d ON d.id = p.doc_id "
     "WHERE pages_fts MATCH ?1 AND (?4 = 0 OR p.doc_id = ?4) "
     "ORDER BY rank, p.doc_id, p.page_no LIMIT ?5";
@@ -459,7 +461,7 @@ Expected<std::vector<SearchHit>> Library::search(const std::string& query, int l
     if (!*row) break;
     SearchHit h;
     h.doc_id = st->i64(0);
-    h.title = st->text(1);
+    h.title = display_title(st->text(1), st->text(5));
     h.page_no = st->i32(2);
     h.snippet = st->text(3);
     h.rank = st->f64(4);

@@ -86,7 +86,7 @@ struct PartAnswerRecord {
 /// One FTS hit: a page of a document.
 struct SearchHit {
   int64_t doc_id = 0;
-  std::string title;
+  std::string title;  // as shown (display_title.h), not the PDF's own
   int page_no = 0;
   std::string snippet;  // a few words around the match, matches wrapped in kHighlightOpen/Close
   double rank = 0;      // bm25 (lower is better); hits come best first
