@@ -169,6 +169,19 @@ HttpLimits effective_limits(const ServerOptions& o) {
 struct Server::Impl {
   ServerOptions opt;
   ServeBackend backend;
+  // Streamed responses whose end has not been written yet: stop() lets them write it (the
+  // error event of a cut-short generation) before the connections close, for at most a second.
+  // Declared before `http`, whose connection threads end them.
+  std::mutex streams_mu;
+  std::condition_variable streams_cv;
+  int open_streams = 0;  // (streams_mu)
+  void stream_ended() {
+    {
+      std::lock_guard<std::mutex> lock(streams_mu);
+      --open_streams;
+    }
+    streams_cv.notify_all();
+  }
   std::unique_ptr<GuardedServer> http;  // made by setup_routes
   int64_t created = unix_now();
   int port = 0;
@@ -426,6 +439,10 @@ struct Server::Impl {
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     auto first = std::make_shared<bool>(true);
+    {
+      std::lock_guard<std::mutex> lock(streams_mu);
+      ++open_streams;
+    }
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, job, meta, first, t0, method = req.method, path = req.path](
@@ -448,8 +465,9 @@ struct Server::Impl {
           }
           return true;
         },
-        [job](bool success) {
+        [this, job](bool success) {  // the response is over: written whole, or abandoned
           if (!success) job->cancel = true;
+          stream_ended();
         });
   }
 
@@ -700,6 +718,10 @@ void Server::stop() {
   m.qcv.notify_all();
   for (const auto& job : waiting) Impl::finish(*job, Impl::cancelled_result());
   if (m.worker.joinable()) m.worker.join();  // the running generation sees stop_flag
+  {
+    std::unique_lock<std::mutex> lock(m.streams_mu);
+    m.streams_cv.wait_for(lock, std::chrono::seconds(1), [&] { return m.open_streams <= 0; });
+  }
   m.http->stop();
   if (m.listener.joinable()) m.listener.join();
 }
