@@ -20,29 +20,11 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
 #include "engine/model/model.h"
+#include "tests/support/simd_levels.h"
 #include "tests/support/test_model.h"
 
 namespace spw::cpu {
 namespace {
-
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : kAllSimdLevels) {
-    if (simd_level_supported(l)) v.push_back(l);
-  }
-  return v;
-}
-
-class LevelScope {
- public:
-  explicit LevelScope(SimdLevel l) : prev_(simd_level()) { EXPECT_TRUE(set_simd_level(l)); }
-  ~LevelScope() { set_simd_level(prev_); }
-  LevelScope(const LevelScope&) = delete;
-  LevelScope& operator=(const LevelScope&) = delete;
-
- private:
-  SimdLevel prev_;
-};
 
 std::vector<float> gaussian(std::mt19937& rng, int64_t n) {
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -103,8 +85,8 @@ TEST(CpuGemm, RowsMatchMatvecWithinRoundingAtEveryLevel) {
     const PackedMatrix P = pack_matrix(c.type, W.data(), c.n_in, c.n_out, pool);
     EXPECT_EQ(P.n_groups, (c.n_out + 15) / 16);
     std::vector<float> first;
-    for (SimdLevel level : levels()) {
-      LevelScope scope(level);
+    for (SimdLevel level : test::supported_simd_levels()) {
+      test::SimdLevelScope scope(level);
       SCOPED_TRACE(type_name(static_cast<uint32_t>(c.type)) + " " +
                    std::string(simd_level_name(level)) + " n_in=" + std::to_string(c.n_in) +
                    " n_out=" + std::to_string(c.n_out) + " n_tokens=" + std::to_string(c.n_tokens));
@@ -174,8 +156,8 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   const std::vector<float> X = gaussian(rng, n_tokens * n_in);
   for (GgmlType type : {Q8, Q4K}) {
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
-    for (SimdLevel level : levels()) {
-      LevelScope scope(level);
+    for (SimdLevel level : test::supported_simd_levels()) {
+      test::SimdLevelScope scope(level);
       SCOPED_TRACE(type_name(static_cast<uint32_t>(type)) + " " +
                    std::string(simd_level_name(level)));
       const PackedMatrix P = pack_matrix(type, W.data(), n_in, n_out, p3);

@@ -18,30 +18,12 @@
 #include "engine/cpu/simd.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
+#include "tests/support/simd_levels.h"
 
 namespace spw::cpu {
 namespace {
 
 constexpr GgmlType kXs = GgmlType::IQ4_XS;
-
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : kAllSimdLevels) {
-    if (simd_level_supported(l)) v.push_back(l);
-  }
-  return v;
-}
-
-class LevelScope {
- public:
-  explicit LevelScope(SimdLevel l) : prev_(simd_level()) { EXPECT_TRUE(set_simd_level(l)); }
-  ~LevelScope() { set_simd_level(prev_); }
-  LevelScope(const LevelScope&) = delete;
-  LevelScope& operator=(const LevelScope&) = delete;
-
- private:
-  SimdLevel prev_;
-};
 
 // n_out rows of n_in elements quantized to IQ4_XS from gaussian rows, and their dequantized
 // values ([n_out][n_in]).
@@ -138,8 +120,8 @@ TEST(CpuIq4Xs, ActivationsAreQuantizedPerSubBlock) {
   const int64_t n = 512;
   const std::vector<float> x = uneven_rows(1, n, 1);
   ASSERT_EQ(activation_row_size(kXs, n), static_cast<size_t>(n / 32) * 40);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     SCOPED_TRACE(simd_level_name(level));
     std::vector<uint8_t> a(activation_row_size(kXs, n)), q8(activation_row_size(GgmlType::Q8_0, n));
     quantize_activation_row(kXs, x.data(), a.data(), n);
@@ -167,8 +149,8 @@ TEST(CpuIq4Xs, ProductIsTheDotWithTheSubBlockCodes) {
   const int64_t n_in = 768, n_out = 19, n_tokens = 5;
   const Weights w = make_weights(n_in, n_out, 3);
   const std::vector<float> X = uneven_rows(n_tokens, n_in, 4);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     SCOPED_TRACE(simd_level_name(level));
     std::vector<float> Y(static_cast<size_t>(n_tokens * n_out));
     matmul(kXs, w.bytes.data(), n_in, n_out, X.data(), n_tokens, Y.data(), pool);
@@ -211,8 +193,8 @@ TEST(CpuIq4Xs, UnevenActivationsKeepTheirSmallSubBlocks) {
   const double per_32 = worst_row_nmse(product(w, rounded(X, 32), n_tokens), ref, n_tokens, n_out);
   EXPECT_GT(per_256, kBound);  // the data tells the two formats apart
   EXPECT_LE(per_32, kBound);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     SCOPED_TRACE(simd_level_name(level));
     std::vector<float> Y(static_cast<size_t>(n_tokens * n_out));
     matmul(kXs, w.bytes.data(), n_in, n_out, X.data(), n_tokens, Y.data(), pool);

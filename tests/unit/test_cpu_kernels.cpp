@@ -25,6 +25,7 @@
 #include "engine/cpu/simd.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
+#include "tests/support/simd_levels.h"
 
 namespace spw::cpu {
 namespace {
@@ -37,26 +38,6 @@ constexpr GgmlType kTypes[] = {
 
 int block_size(GgmlType t) { return type_traits(static_cast<uint32_t>(t))->block_size; }
 std::string tname(GgmlType t) { return type_name(static_cast<uint32_t>(t)); }
-
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : kAllSimdLevels) {
-    if (simd_level_supported(l)) v.push_back(l);
-  }
-  return v;
-}
-
-// Selects a level for the scope of a test and restores the previous one.
-class LevelScope {
- public:
-  explicit LevelScope(SimdLevel l) : prev_(simd_level()) { EXPECT_TRUE(set_simd_level(l)); }
-  ~LevelScope() { set_simd_level(prev_); }
-  LevelScope(const LevelScope&) = delete;
-  LevelScope& operator=(const LevelScope&) = delete;
-
- private:
-  SimdLevel prev_;
-};
 
 // NMSE tolerances of a product against float64 on dequantized weights and unquantized
 // activations. The float formats see float32 rounding only (measured <= 3e-13); the integer
@@ -209,8 +190,8 @@ std::vector<int64_t> n_in_sizes(GgmlType t) {
 
 TEST(CpuQuant, MatmulAndMatvecMatchReferenceAtEveryLevel) {
   ThreadPool pool(1);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (GgmlType type : kTypes) {
       for (int64_t n_in : n_in_sizes(type)) {
         for (int64_t n_out : {1, 7, 33}) {
@@ -242,8 +223,8 @@ TEST(CpuQuant, MatmulAndMatvecMatchReferenceAtEveryLevel) {
 
 TEST(CpuQuant, RandomBlockBytesMatchReference) {
   ThreadPool pool(1);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (GgmlType type : kTypes) {
       if (block_size(type) == 1) continue;  // random bits would be NaN / inf floats
       SCOPED_TRACE(tname(type) + " " + std::string(simd_level_name(level)));
@@ -261,7 +242,7 @@ TEST(CpuQuant, RandomBlockBytesMatchReference) {
 
 TEST(CpuQuant, ScalarLevelEqualsSimdLevelsWithinFloatRounding) {
   ThreadPool pool(1);
-  for (SimdLevel level : levels()) {
+  for (SimdLevel level : test::supported_simd_levels()) {
     if (level == SimdLevel::Scalar) continue;
     for (GgmlType type : kTypes) {
       for (int64_t n_in : n_in_sizes(type)) {
@@ -279,12 +260,12 @@ TEST(CpuQuant, ScalarLevelEqualsSimdLevelsWithinFloatRounding) {
         std::vector<uint8_t> q_scalar(xs), q_simd(xs);
         std::vector<float> y_scalar(static_cast<size_t>(n_tokens * n_out)), y_simd(y_scalar.size());
         {
-          LevelScope s(SimdLevel::Scalar);
+          test::SimdLevelScope s(SimdLevel::Scalar);
           quantize_activation_row(type, X.data(), q_scalar.data(), n_in);
           matmul(type, m.data(), n_in, n_out, X.data(), n_tokens, y_scalar.data(), pool);
         }
         {
-          LevelScope s(level);
+          test::SimdLevelScope s(level);
           quantize_activation_row(type, X.data(), q_simd.data(), n_in);
           matmul(type, m.data(), n_in, n_out, X.data(), n_tokens, y_simd.data(), pool);
         }
@@ -325,8 +306,8 @@ TEST(CpuQuant, VecDotAgreesWithMatvec) {
 
 TEST(CpuQuant, ThreadCountDoesNotChangeResults) {
   ThreadPool p1(1), p2(2), p3(3);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (GgmlType type : kTypes) {
       SCOPED_TRACE(tname(type) + " " + std::string(simd_level_name(level)));
       const int64_t n_in = 768, n_out = 301, n_tokens = 13;
@@ -352,8 +333,8 @@ TEST(CpuQuant, ActivationQuantizationMatchesItsDefinition) {
   std::vector<float> x = gaussian(rng, 512);
   x[3] = 0.0f;
   std::fill(x.begin() + 256, x.begin() + 288, 0.0f);  // an all-zero Q8A block
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     std::vector<uint8_t> a(activation_row_size(GgmlType::Q8_0, 512));
     quantize_activation_row(GgmlType::Q8_0, x.data(), a.data(), 512);
     for (int b = 0; b < 16; ++b) {
@@ -390,8 +371,8 @@ TEST(CpuQuant, ActivationQuantizationMatchesItsDefinition) {
 
 TEST(CpuOps, RmsNorm) {
   std::mt19937 rng(1);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (int64_t n : {1, 7, 1000, 4096}) {
       const auto x = gaussian(rng, n, 3.0f), w = gaussian(rng, n);
       std::vector<float> out(static_cast<size_t>(n)), out_nw(out.size());
@@ -414,8 +395,8 @@ TEST(CpuOps, RopeNormalAndNeoxMatchFloat64) {
   struct Case {
     int64_t head_dim, n_rot;
   };
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (const RopeType type : {RopeType::Normal, RopeType::NeoX}) {
       for (const Case c : {Case{128, 128}, Case{64, 32}, Case{20, 12}}) {
         const int64_t n_heads = 3, pos = 100003;
@@ -450,8 +431,8 @@ TEST(CpuOps, RopeNormalAndNeoxMatchFloat64) {
 TEST(CpuOps, SwigluAndSoftmax) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> wide(-30.0f, 30.0f);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (int64_t n : {1, 13, 1024}) {
       std::vector<float> g(static_cast<size_t>(n)), u = gaussian(rng, n), out(g.size());
       for (auto& v : g) v = wide(rng);
@@ -484,8 +465,8 @@ TEST(CpuOps, SwigluAndSoftmax) {
 TEST(CpuOps, GegluMatchesTheTanhGeluInFloat64) {
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> wide(-12.0f, 12.0f);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (int64_t n : {1, 13, 1024}) {
       std::vector<float> g(static_cast<size_t>(n)), u = gaussian(rng, n), out(g.size());
       for (auto& v : g) v = wide(rng);
@@ -524,8 +505,8 @@ TEST(CpuOps, F16RowConversionIsBitExact) {
                   -INFINITY, 1.0f / 3.0f}) {
     f.push_back(v);
   }
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     std::vector<float> out(all.size());
     f16_to_f32_row(all.data(), out.data(), static_cast<int64_t>(all.size()));
     for (size_t i = 0; i < all.size(); ++i) {
@@ -587,8 +568,8 @@ std::vector<double> attn_reference(const AttnData& a, const float* q, int64_t n_
 }
 
 TEST(CpuAttention, PartialMatchesFloat64) {
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (int64_t hd : {64, 20}) {
       for (int64_t n_kv : {1, 7, 200}) {
         for (int64_t n_q : {1, 3, 4, 6}) {
@@ -623,8 +604,8 @@ TEST(CpuAttention, PartialMatchesFloat64) {
 }
 
 TEST(CpuAttention, SplitRangesMergeToTheUnsplitResult) {
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     const int64_t n_kv = 200, hd = 64, hdv = 48, n_q = 4;
     const AttnData a = make_kv(n_kv, hd, hdv, 12);
     std::mt19937 rng(7);

@@ -22,28 +22,10 @@
 #include "engine/cpu/simd.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
+#include "tests/support/simd_levels.h"
 
 namespace spw::cpu {
 namespace {
-
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : kAllSimdLevels) {
-    if (simd_level_supported(l)) v.push_back(l);
-  }
-  return v;
-}
-
-class LevelScope {
- public:
-  explicit LevelScope(SimdLevel l) : prev_(simd_level()) { EXPECT_TRUE(set_simd_level(l)); }
-  ~LevelScope() { set_simd_level(prev_); }
-  LevelScope(const LevelScope&) = delete;
-  LevelScope& operator=(const LevelScope&) = delete;
-
- private:
-  SimdLevel prev_;
-};
 
 TEST(CpuSimd, LevelsOfferedAreThisProcessorsOnly) {
   EXPECT_TRUE(simd_level_supported(SimdLevel::Scalar));
@@ -65,7 +47,7 @@ TEST(CpuSimd, LevelsOfferedAreThisProcessorsOnly) {
 #endif
   EXPECT_TRUE(simd_level_supported(detected_simd_level()));
   // One processor's levels are offered, in enum order from the least: the last is detected.
-  EXPECT_EQ(levels().back(), detected_simd_level());
+  EXPECT_EQ(test::supported_simd_levels().back(), detected_simd_level());
 }
 
 TEST(CpuSimd, UnsupportedLevelIsRefusedAndChangesNothing) {
@@ -169,8 +151,8 @@ TEST(CpuSimd, ExtremeCodesGiveExactSumsAtEveryLevel) {
     for (float v : w) ref += static_cast<double>(v) * -127.0;
     ASSERT_EQ(c.want, ref) << type_name(static_cast<uint32_t>(c.type));
     const std::vector<float> x = minus127(kN);
-    for (SimdLevel level : levels()) {
-      LevelScope scope(level);
+    for (SimdLevel level : test::supported_simd_levels()) {
+      test::SimdLevelScope scope(level);
       SCOPED_TRACE(std::string(type_name(static_cast<uint32_t>(c.type))) + " " +
                    std::string(simd_level_name(level)));
       // Four equal rows, so the multi-row tiles run too; six tokens, the multi-token ones.

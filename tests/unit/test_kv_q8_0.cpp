@@ -23,6 +23,7 @@
 #include "engine/cpu/simd.h"
 #include "engine/gguf/ggml_types.h"
 #include "tests/support/compare.h"
+#include "tests/support/simd_levels.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -30,27 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using cpu::SimdLevel;
-
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : cpu::kAllSimdLevels) {
-    if (cpu::simd_level_supported(l)) v.push_back(l);
-  }
-  return v;
-}
-
-class LevelScope {
- public:
-  explicit LevelScope(SimdLevel l) : prev_(cpu::simd_level()) {
-    EXPECT_TRUE(cpu::set_simd_level(l));
-  }
-  ~LevelScope() { cpu::set_simd_level(prev_); }
-  LevelScope(const LevelScope&) = delete;
-  LevelScope& operator=(const LevelScope&) = delete;
-
- private:
-  SimdLevel prev_;
-};
 
 std::vector<float> gaussian(std::mt19937& rng, int64_t n, float sd = 1.0f) {
   std::normal_distribution<float> d(0.0f, sd);
@@ -95,8 +75,8 @@ TEST(KvQ8_0, RowConversionIsBitIdenticalToQuantizeRow) {
                (b % 2 ? -1.0f : 1.0f);
   }
   rows.push_back(mixed);
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto& x = rows[r];
       const auto n = static_cast<int64_t>(x.size());
@@ -186,8 +166,8 @@ constexpr double kVsF32Nmse = 1e-3;
 
 TEST(KvQ8_0, AttentionMatchesF32) {
   double worst_same = 0, worst_nmse = 0;
-  for (SimdLevel level : levels()) {
-    LevelScope scope(level);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
     for (int64_t hd : {32, 64, 128}) {
       for (int64_t n_kv : {1, 7, 200}) {
         for (int64_t n_q : {1, 3, 4, 6}) {
@@ -224,18 +204,18 @@ TEST(KvQ8_0, AttentionMatchesF32) {
 }
 
 TEST(KvQ8_0, ScalarAndSimdLevelsAgree) {
-  const auto ls = levels();
+  const auto ls = test::supported_simd_levels();
   if (ls.size() < 2) GTEST_SKIP() << "only the scalar level on this CPU";
   const KvData a = make_kv(150, 64, 3);
   std::mt19937 rng(9);
   const auto q = gaussian(rng, 4 * 64, 2.0f);
   std::vector<float> scalar;
   {
-    LevelScope scope(SimdLevel::Scalar);
+    test::SimdLevelScope scope(SimdLevel::Scalar);
     scalar = attend(a, q, 4, Src::Q8_0, Src::Q8_0);
   }
   for (SimdLevel level : ls) {
-    LevelScope scope(level);
+    test::SimdLevelScope scope(level);
     EXPECT_LE(rel_err(attend(a, q, 4, Src::Q8_0, Src::Q8_0), scalar), 2e-6)
         << cpu::simd_level_name(level);
   }
