@@ -115,12 +115,7 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   add_ctx_option(*c, a.n_ctx);
   add_threads_option(*c, a.n_threads);
   add_sampling_options(*c, a.sampling);
-  c->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-k"));
-  c->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-v"));
+  add_kv_type_options(*c, a.cache_type_k, a.cache_type_v);
   c->add_option("--device", a.device,
                 "Where the model runs: auto | cpu | cuda (saved KV needs the CPU session)")
       ->capture_default_str();

@@ -449,9 +449,8 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
       ->capture_default_str()
       ->check(parsed_by(
           [](const std::string& v) {
-            return v == "short" || v == "medium" || v == "long"
-                       ? std::string()
-                       : fmt::format("--length '{}': use short, medium or long", v);
+            const Status st = app::check_summary_length(v);
+            return st ? std::string() : st.error().message;
           },
           "LENGTH"));
   add->add_option("--doc", a.docs, "Document id (repeat, or comma-separate, for several)")
@@ -469,12 +468,7 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   add->add_option("-s,--seed", a.seed, "Sampling seed (with --temp > 0)")->capture_default_str();
   add_ctx_option(*add, a.n_ctx);
   add_threads_option(*add, a.n_threads);
-  add->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-k"));
-  add->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-v"));
+  add_kv_type_options(*add, a.cache_type_k, a.cache_type_v);
   add->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
   add->add_option("--template", a.template_name, "Chat template instead of the detected one");
   add_kv_options(*add, a.kv);

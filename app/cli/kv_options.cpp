@@ -1,6 +1,5 @@
 #include "app/cli/kv_options.h"
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
@@ -22,16 +21,47 @@ CLI::Validator kv_setting_check(const char* flag, void (*set)(kv::KvSettings&, i
   return parsed_by(
       [flag, set](const std::string& text) -> std::string {
         int64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [p, ec] = std::from_chars(text.data(), end, v);
-        if (ec != std::errc() || p != end)
-          return fmt::format("{} '{}' is not a whole number", flag, text);
+        if (!parse_int(text, v)) return fmt::format("{} '{}' is not a whole number", flag, text);
         kv::KvSettings s;
         set(s, v);
         const Status st = kv::validate(s, /*need_spill_dir=*/false);
         return st ? std::string() : st.error().message;
       },
       "N");
+}
+
+// The text settings, each read into `s` by one function that both the command line's check and
+// make_kv_settings() use; the errors name the flag.
+Status set_kv_window(const std::string& text, kv::KvSettings& s) {
+  return kv::parse_kv_window(text, s);
+}
+Status set_attention(const std::string& text, kv::KvSettings& s) {
+  if (auto st = kv::parse_kv_attention(text, s); !st)
+    return make_error("--attention: {}", st.error().message);
+  return Status::Ok();
+}
+Status set_huge_pages(const std::string& text, kv::KvSettings& s) {
+  if (text != "on" && text != "off") return make_error("--huge-pages '{}': give on or off", text);
+  s.huge_pages = text == "on";
+  return Status::Ok();
+}
+Status set_numa_node(const std::string& text, kv::KvSettings& s) {
+  auto numa = parse_numa_setting(text);
+  if (!numa) return numa.error();
+  s.numa = *numa;
+  return Status::Ok();
+}
+
+// A text setting checked while the command line is parsed, by the function that reads it.
+CLI::Validator kv_text_check(Status (*set)(const std::string&, kv::KvSettings&),
+                             const std::string& what) {
+  return parsed_by(
+      [set](const std::string& text) {
+        kv::KvSettings s;
+        const Status st = set(text, s);
+        return st ? std::string() : st.error().message;
+      },
+      what);
 }
 
 }  // namespace
@@ -45,13 +75,7 @@ void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
                  "Recent tokens kept in the KV window (GPU with CUDA, else RAM), or auto: 4096 in "
                  "RAM, on a GPU the whole context or what fits")
       ->capture_default_str()
-      ->check(parsed_by(
-          [](const std::string& v) {
-            kv::KvSettings s;
-            const Status st = kv::parse_kv_window(v, s);
-            return st ? std::string() : st.error().message;
-          },
-          "N|auto"));
+      ->check(kv_text_check(set_kv_window, "N|auto"));
   sub.add_option("--kv-sinks", a.kv_sinks, "Attention-sink tokens kept in the KV window")
       ->capture_default_str()
       ->check(kv_setting_check("--kv-sinks", [](kv::KvSettings& s, int64_t v) { s.n_sinks = v; }));
@@ -93,33 +117,17 @@ void add_kv_options(CLI::App& sub, KvArgs& a) {
   sub.add_option("--attention", a.attention,
                  "KV attention: exact | streaming | topk:K (the last two approximate)")
       ->capture_default_str()
-      ->check(parsed_by(
-          [](const std::string& v) {
-            kv::KvSettings s;
-            const Status st = kv::parse_kv_attention(v, s);
-            return st ? std::string() : fmt::format("--attention: {}", st.error().message);
-          },
-          "MODE"));
+      ->check(kv_text_check(set_attention, "MODE"));
   sub.add_option("--huge-pages", a.huge_pages,
                  "on | off: 2 MiB transparent huge pages for the host KV tier where the kernel's "
                  "THP mode is madvise or always")
       ->capture_default_str()
-      ->check(parsed_by(
-          [](const std::string& v) {
-            return v == "on" || v == "off" ? std::string()
-                                           : fmt::format("--huge-pages '{}': give on or off", v);
-          },
-          "on|off"));
+      ->check(kv_text_check(set_huge_pages, "on|off"));
   sub.add_option("--numa-node", a.numa_node,
                  "auto | off | N: the NUMA node the host KV tier is bound to (auto: the node of "
                  "the threads or the GPU that read it, on a machine with more than one)")
       ->capture_default_str()
-      ->check(parsed_by(
-          [](const std::string& v) {
-            auto n = parse_numa_setting(v);
-            return n ? std::string() : n.error().message;
-          },
-          "auto|off|N"));
+      ->check(kv_text_check(set_numa_node, "auto|off|N"));
 }
 
 Expected<MachineMemory> machine_memory(const KvArgs& a) {
@@ -182,24 +190,16 @@ Expected<kv::KvSettings> make_kv_settings(const KvArgs& a) {
   kv::KvSettings s;
   s.block_size = a.kv_block;
   s.n_sinks = a.kv_sinks;
-  if (Status st = kv::parse_kv_window(a.kv_window, s); !st) return st.error();
+  if (Status st = set_kv_window(a.kv_window, s); !st) return st.error();
   auto host = size_flag(a.host_budget, a.ram_alias, "--host-budget", "--ram", -1);
   if (!host) return host.error();
   s.host_budget = *host;
   auto disk = size_flag(a.disk_budget, a.disk_alias, "--disk-budget", "--disk", 0);
   if (!disk) return disk.error();
   s.disk_budget = *disk;
-  if (auto st = kv::parse_kv_attention(a.attention, s); !st)
-    return make_error("--attention: {}", st.error().message);
-
-  if (a.huge_pages == "on" || a.huge_pages == "off") {
-    s.huge_pages = a.huge_pages == "on";
-  } else {
-    return make_error("--huge-pages '{}': give on or off", a.huge_pages);
-  }
-  auto numa = parse_numa_setting(a.numa_node);
-  if (!numa) return numa.error();
-  s.numa = *numa;
+  if (Status st = set_attention(a.attention, s); !st) return st.error();
+  if (Status st = set_huge_pages(a.huge_pages, s); !st) return st.error();
+  if (Status st = set_numa_node(a.numa_node, s); !st) return st.error();
 
   s.spill_dir = a.spill_dir.empty() ? a.default_spill_dir : a.spill_dir;
   if (Status st = kv::validate(s); !st) return st.error();

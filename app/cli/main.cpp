@@ -103,12 +103,7 @@ int main(int argc, char** argv) {
   add_ctx_option(*c_gen, gen.n_ctx);
   add_threads_option(*c_gen, gen.n_threads);
   add_sampling_options(*c_gen, gen.sampling);
-  c_gen->add_option("--cache-type-k", gen.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-k"));
-  c_gen->add_option("--cache-type-v", gen.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-v"));
+  add_kv_type_options(*c_gen, gen.cache_type_k, gen.cache_type_v);
   c_gen->add_flag("--json", gen.json, "Stream text to stderr; print one JSON object on stdout");
   c_gen->add_flag("--dump-logits", gen.dump_logits,
                   "Include the last prompt position's logits in the JSON");
@@ -175,12 +170,7 @@ int main(int argc, char** argv) {
   c_plan
       ->add_option("--vram", plan.vram, "GPU memory for weights + window, e.g. 24G (none: no GPU)")
       ->check(size_at_least("--vram", 0));
-  c_plan->add_option("--cache-type-k", plan.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-k"));
-  c_plan->add_option("--cache-type-v", plan.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-v"));
+  add_kv_type_options(*c_plan, plan.cache_type_k, plan.cache_type_v);
   add_kv_layout_options(*c_plan, plan.kv, /*plan_aliases=*/true);
   c_plan->add_flag("--json", plan.json, "One JSON object on stdout");
   add_threads_option(*c_plan, plan.n_threads,

@@ -21,9 +21,6 @@
 
 namespace spw::cli {
 
-namespace {
-
-// The whole text as a base-10 integer; nothing when it is not one (or overflows).
 bool parse_int(const std::string& s, int64_t& v) {
   const char* first = s.data();
   const char* last = s.data() + s.size();
@@ -31,6 +28,8 @@ bool parse_int(const std::string& s, int64_t& v) {
   const auto [end, ec] = std::from_chars(first, last, v);
   return ec == std::errc() && end == last && first != last;
 }
+
+namespace {
 
 // The whole text as a finite real number.
 bool parse_real(const std::string& s, double& v) {
@@ -113,13 +112,21 @@ CLI::Validator parsed_by(std::function<std::string(const std::string&)> parse,
   return CLI::Validator([parse = std::move(parse)](std::string& s) { return parse(s); }, what);
 }
 
-CLI::Validator kv_type_name(const std::string& flag) {
-  return parsed_by(
-      [flag](const std::string& s) -> std::string {
-        auto t = parse_kv_type(s);
-        return t ? std::string() : fmt::format("{}: {}", flag, t.error().message);
-      },
-      "TYPE");
+void add_kv_type_options(CLI::App& sub, std::string& type_k, std::string& type_v) {
+  const auto kv_type = [](const std::string& flag) {
+    return parsed_by(
+        [flag](const std::string& s) -> std::string {
+          auto t = parse_kv_type(s);
+          return t ? std::string() : fmt::format("{}: {}", flag, t.error().message);
+        },
+        "TYPE");
+  };
+  sub.add_option("--cache-type-k", type_k, "KV cache type for K: f32 | f16 | q8_0")
+      ->capture_default_str()
+      ->check(kv_type("--cache-type-k"));
+  sub.add_option("--cache-type-v", type_v, "KV cache type for V: f32 | f16 | q8_0")
+      ->capture_default_str()
+      ->check(kv_type("--cache-type-v"));
 }
 
 CLI::Option* add_ctx_option(CLI::App& sub, int64_t& n_ctx) {

@@ -64,9 +64,14 @@ CLI::Validator size_at_least(const std::string& flag, int64_t min_bytes);
 CLI::Validator parsed_by(std::function<std::string(const std::string&)> parse,
                          const std::string& what);
 
-/// --cache-type-k / --cache-type-v: f32 | f16 | q8_0 (engine/session/session.h parse_kv_type):
-/// "--cache-type-k: unknown KV cache type 'q4' (f32, f16 or q8_0)".
-CLI::Validator kv_type_name(const std::string& flag);
+/// --cache-type-k and --cache-type-v into `type_k` / `type_v`, each checked while parsing to be
+/// f32 | f16 | q8_0 (engine/session/session.h parse_kv_type): "--cache-type-k: unknown KV cache
+/// type 'q4' (accepted: f32, f16, q8_0)".
+void add_kv_type_options(CLI::App& sub, std::string& type_k, std::string& type_v);
+
+/// The whole text as a base-10 integer (a leading '+' allowed); false when it is not one or
+/// does not fit in 64 bits.
+bool parse_int(const std::string& s, int64_t& v);
 
 /// -c,--ctx-size: 1..kMaxTokens; not given, n_ctx stays 0 (the command chooses the context:
 /// the trained one when its KV fits, else the largest that does).

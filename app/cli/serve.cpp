@@ -31,12 +31,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
       ->check(int_range("--port", 0, 65535));
   add_ctx_option(*c, a.n_ctx);
   add_threads_option(*c, a.n_threads);
-  c->add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-k"));
-  c->add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32 | f16 | q8_0")
-      ->capture_default_str()
-      ->check(kv_type_name("--cache-type-v"));
+  add_kv_type_options(*c, a.cache_type_k, a.cache_type_v);
   c->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
   c->add_option("--template", a.template_name, "Chat template (default: the model's)");
   c->add_option("--alias", a.alias, "Model id to serve (default: the model's file name)");

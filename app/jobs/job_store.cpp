@@ -62,6 +62,11 @@ Expected<JobTask> parse_job_task(const std::string& s) {
   return make_error("unknown task '{}' (summary, clauses or prompt)", s);
 }
 
+Status check_summary_length(const std::string& s) {
+  if (s == "short" || s == "medium" || s == "long") return Status::Ok();
+  return make_error("--length '{}': use short, medium or long", s);
+}
+
 const char* doc_state_name(DocState s) {
   switch (s) {
     case DocState::Pending:
@@ -201,9 +206,7 @@ Expected<int64_t> JobStore::add(const JobSpec& spec_in) {
     return make_error("--temp {} must be 0 or more", spec.temp);
   switch (spec.task) {
     case JobTask::Summary:
-      if (spec.summary_length != "short" && spec.summary_length != "medium" &&
-          spec.summary_length != "long")
-        return make_error("--length '{}': use short, medium or long", spec.summary_length);
+      if (Status st = check_summary_length(spec.summary_length); !st) return st.error();
       break;
     case JobTask::Prompt:
       if (spec.prompt.find_first_not_of(" \t\r\n") == std::string::npos)

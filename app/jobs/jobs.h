@@ -56,6 +56,9 @@ Expected<JobState> parse_job_state(const std::string& s);
 /// "summary" | "clauses" | "prompt".
 const char* job_task_name(JobTask t);
 Expected<JobTask> parse_job_task(const std::string& s);
+/// A summary's length: "short" | "medium" | "long"; else "--length 'x': use short, medium or
+/// long".
+Status check_summary_length(const std::string& s);
 /// "pending" | "running" | "done" | "failed".
 const char* doc_state_name(DocState s);
 /// "now" | "at" | "nightly" | "when-idle".
