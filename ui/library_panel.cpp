@@ -316,7 +316,6 @@ void LibraryPanel::reload() {
     item->setIcon(0, pdf_icon);
     item->setData(0, kDocIdRole, qint64(d.id));
     item->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
-    item->setToolTip(1, tr("Tokens of the document's text for the current model"));
     QStringList badges;
     if (d.no_text) badges << tr("no text");
     const int unread = d.n_scanned - d.n_ocr;
@@ -324,8 +323,7 @@ void LibraryPanel::reload() {
     if (d.n_ocr > 0) badges << tr("OCR %1").arg(d.n_ocr);
     if (d.repaired) badges << tr("repaired");
     if (d.encrypted) badges << tr("encrypted");
-    item->setData(0, kBadgesRole, badges);
-    item->setData(0, kOwnBadgesRole, badges);
+    item->setData(0, kOwnBadgesRole, badges);  // kBadgesRole: setTokenCounts() below
     item->setData(0, kSubtitleRole, d.n_pages == 1 ? tr("1 page") : tr("%1 pages").arg(d.n_pages));
     QString tip = QStringLiteral("<b>%1</b><br/>%2")
                       .arg(title.toHtmlEscaped(), fromStd(d.path).toHtmlEscaped());

@@ -78,21 +78,22 @@ bool SingleInstance::forward(const QStringList& files, QString* error, int timeo
 
   QLocalSocket socket;
   const QDeadlineTimer deadline(timeout_ms);
+  const auto left_ms = [&] {
+    return static_cast<int>(std::max<qint64>(1, deadline.remainingTime()));
+  };
   // The first window may be starting: it listens right after taking the lock.
   for (;;) {
     socket.connectToServer(socketName(data_dir_));
-    if (socket.waitForConnected(static_cast<int>(std::max<qint64>(1, deadline.remainingTime()))))
-      break;
+    if (socket.waitForConnected(left_ms())) break;
     if (deadline.hasExpired()) return fail(QStringLiteral("does not answer"));
     QThread::msleep(50);
   }
   socket.write(message);
-  if (!socket.waitForBytesWritten(static_cast<int>(std::max<qint64>(1, deadline.remainingTime()))))
+  if (!socket.waitForBytesWritten(left_ms()))
     return fail(QStringLiteral("does not take the request"));
   QByteArray reply;
   while (!reply.contains('\n')) {
-    if (deadline.hasExpired() ||
-        !socket.waitForReadyRead(static_cast<int>(std::max<qint64>(1, deadline.remainingTime()))))
+    if (deadline.hasExpired() || !socket.waitForReadyRead(left_ms()))
       return fail(QStringLiteral("does not answer"));
     reply += socket.readAll();
   }
