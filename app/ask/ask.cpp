@@ -1,4 +1,5 @@
 #include "app/ask/ask.h"
+#include "app/ask/kept_answer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,30 @@ std::string snapshot_kv_config(const SessionParams& params, const kv::KvSettings
   return config;
 }
 
+namespace {
+
+// The first 8 bytes of a finished SHA-256, big-endian.
+uint64_t first_8_bytes(const QCryptographicHash& h) {
+  const QByteArray d = h.result();
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(d[i]);
+  return v;
+}
+
+uint64_t text_hash(const std::string& text) {
+  QCryptographicHash h(QCryptographicHash::Sha256);
+  h.addData(QByteArrayView(text.data(), static_cast<qsizetype>(text.size())));
+  return first_8_bytes(h);
+}
+
+// Sampling settings as text, for keys of generated answers.
+std::string sampling_text(const SamplerParams& sp) {
+  return fmt::format("temp {} top_k {} top_p {} min_p {} repeat {} last {} seed {}", sp.temp,
+                     sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed);
+}
+
+}  // namespace
+
 uint64_t prefix_hash(const std::string& kv_config, const std::vector<int32_t>& ids) {
   QCryptographicHash h(QCryptographicHash::Sha256);
   h.addData(QByteArrayView(kv_config.data(), static_cast<qsizetype>(kv_config.size())));
@@ -37,10 +62,7 @@ uint64_t prefix_hash(const std::string& kv_config, const std::vector<int32_t>& i
     for (size_t b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
   }
   h.addData(QByteArrayView(bytes.data(), static_cast<qsizetype>(bytes.size())));
-  const QByteArray d = h.result();
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(d[i]);
-  return v;
+  return first_8_bytes(h);
 }
 
 std::string snapshot_file_name(const SnapshotKey& key) {
@@ -48,17 +70,8 @@ std::string snapshot_file_name(const SnapshotKey& key) {
 }
 
 uint64_t part_answer_key(uint64_t part_prefix_hash, const AskParams& params) {
-  const SamplerParams& sp = params.sampling;
-  const std::string text =
-      fmt::format("{:016x}\n{}\n{}\ntemp {} top_k {} top_p {} min_p {} repeat {} last {} seed {}",
-                  part_prefix_hash, params.question, params.n_predict, sp.temp, sp.top_k, sp.top_p,
-                  sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed);
-  QCryptographicHash h(QCryptographicHash::Sha256);
-  h.addData(QByteArrayView(text.data(), static_cast<qsizetype>(text.size())));
-  const QByteArray d = h.result();
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(d[i]);
-  return v;
+  return text_hash(fmt::format("{:016x}\n{}\n{}\n{}", part_prefix_hash, params.question,
+                               params.n_predict, sampling_text(params.sampling)));
 }
 
 std::string stopped_mark(const std::string& stopped) {
@@ -187,20 +200,53 @@ Expected<int64_t> prefill_with_checkpoints(cpu::CpuSession& s, const std::vector
 }
 
 // Prefills `pt` (through its snapshot when `snapshot` and the session has them), then generates.
-Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot, int part,
-                               const RunSetup& rs) {
+// `keep_answer`: the whole-document answer, kept (kept_answer.h) when it stops at the length
+// limit or is cancelled, and continued when continue_answer asks for it.
+Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snapshot, int part,
+                               const RunSetup& rs, bool keep_answer = false) {
   const Tokenizer& tok = *rs.tokenizer;
   const AskParams& p = *rs.params;
   const auto cancelled = [&rs] { return rs.callbacks->cancelled && rs.callbacks->cancelled(); };
   if (cancelled()) return Error{"cancelled"};
   PromptRun run;
-  run.prompt_tokens = static_cast<int64_t>(pt.size());
+  run.prompt_tokens = static_cast<int64_t>(asked.size());
   auto* const cpu = dynamic_cast<cpu::CpuSession*>(&s);
+  // A kept answer continued: its tokens follow the question, prefilled with it (the document
+  // prefix still comes from its snapshot).
+  keep_answer = keep_answer && !p.snapshot_dir.empty();
+  std::string kept_file;
+  std::vector<int32_t> kept;
+  if (keep_answer) {
+    std::vector<int32_t> prompt = asked.prefix;
+    prompt.insert(prompt.end(), asked.suffix.begin(), asked.suffix.end());
+    kept_file =
+        (fs::path(p.snapshot_dir) /
+         kept_answer_file_name(p.model_fingerprint,
+                               prefix_hash("kept answer\n" + sampling_text(p.sampling), prompt)))
+            .string();
+    if (p.continue_answer) {
+      auto k = read_kept_answer(kept_file, static_cast<int64_t>(prompt.size()));
+      if (!k) {
+        note(rs,
+             fmt::format("no answer of this question to continue ({}): answering from the start",
+                         k.error().message));
+      } else {
+        kept = std::move(*k);
+        note(rs, fmt::format("continuing the earlier answer: its {} tokens are kept", kept.size()));
+      }
+    }
+  }
+  PromptTokens extended;
+  if (!kept.empty()) {
+    extended = asked;
+    extended.suffix.insert(extended.suffix.end(), kept.begin(), kept.end());
+  }
+  const PromptTokens& pt = kept.empty() ? asked : extended;
   std::vector<int32_t> all = pt.prefix;
   all.insert(all.end(), pt.suffix.begin(), pt.suffix.end());
 
   AnswerProgress* const progress = rs.progress;
-  if (progress) progress->prompt_begin(run.prompt_tokens, p.n_predict);
+  if (progress) progress->prompt_begin(static_cast<int64_t>(all.size()), p.n_predict);
   // An eval of prompt tokens ending at position `end`, reporting its ubatches as prefill.
   const auto prefill = [&](std::span<const int32_t> tokens, bool want_logits,
                            size_t end) -> Status {
@@ -291,6 +337,19 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
   if (!all_finite(s.logits())) return non_finite;
   Sampler sampler(p.sampling);
   std::vector<int32_t> history = all;
+  for (const int32_t id : kept) {  // the continued answer's text so far, streamed as it was
+    const std::string piece = tok.token_to_piece(id);
+    run.text += piece;
+    if (rs.callbacks->piece) rs.callbacks->piece(part, piece);
+  }
+  run.continued_tokens = static_cast<int64_t>(kept.size());
+  // The answer so far (kept and new), kept when it stops early so that continue extends it.
+  const auto keep = [&] {
+    const std::span<const int32_t> answer =
+        std::span<const int32_t>(history).subspan(asked.prefix.size() + asked.suffix.size());
+    if (auto st = write_kept_answer(kept_file, static_cast<int64_t>(asked.size()), answer); !st)
+      note(rs, fmt::format("could not keep the answer for a continue: {}", st.error().message));
+  };
   for (int32_t i = 0; p.n_predict < 0 || i < p.n_predict; ++i) {
     const int32_t id = sampler.sample(s.logits(), history);
     if (tok.is_eog(id)) break;
@@ -300,7 +359,10 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
     const std::string piece = tok.token_to_piece(id);
     run.text += piece;
     if (rs.callbacks->piece) rs.callbacks->piece(part, piece);
-    if (cancelled()) return Error{"cancelled"};
+    if (cancelled()) {
+      if (keep_answer) keep();
+      return Error{"cancelled"};
+    }
     if (p.n_predict >= 0 && i + 1 == p.n_predict) break;  // no forward pass for unused logits
     const int32_t one[1] = {id};
     if (auto st = s.eval(one, true); !st) {
@@ -312,8 +374,14 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& pt, bool snapshot
     }
     if (!all_finite(s.logits())) return non_finite;
   }
-  if (run.stopped.empty() && p.n_predict >= 0 && run.generated_tokens == p.n_predict)
+  if (run.stopped.empty() && p.n_predict >= 0 && run.generated_tokens == p.n_predict) {
     run.stopped = fmt::format("length limit {} tokens", p.n_predict);
+    if (keep_answer) keep();
+  } else if (keep_answer) {
+    // The answer ended on its own (or filled the context): nothing is left to continue.
+    std::error_code ec;
+    fs::remove(kept_file, ec);
+  }
   return run;
 }
 
@@ -426,11 +494,12 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
   const bool fits = res.prompt_tokens + reserve <= n_ctx;
   if (fits) {
     if (params.map_reduce) note_line("the document fits the context: answering in one prompt");
-    auto run = run_prompt(*session, whole_prompt.tokens, true, 0, rs);
+    auto run = run_prompt(*session, whole_prompt.tokens, true, 0, rs, /*keep_answer=*/true);
     if (!run) return run.error();
     res.answer = run->text;
     res.prefill_tokens_computed = run->prefill_tokens_computed;
     res.generated_tokens = run->generated_tokens;
+    res.continued_tokens = run->continued_tokens;
     res.reused_snapshot = run->reused_snapshot;
     res.reused_tokens = run->reused_tokens;
     res.resumed_from_tokens = run->resumed_from_tokens;

@@ -90,6 +90,18 @@ struct AskParams {
   /// them, with the same question and generation settings) are not asked again; the ask
   /// continues at the first part without one. Every finished part is stored either way.
   bool continue_parts = false;
+  /// A whole-document answer that stopped at the length limit, or was cancelled while it was
+  /// generated, is kept as its token ids (app/ask/kept_answer.h: a small file in snapshot_dir,
+  /// keyed by the prompt and the sampling settings, not n_predict). With continue_answer an ask
+  /// of the same prompt prefills the kept tokens after the question (the document prefix still
+  /// from its snapshot) and generates up to n_predict more: AskResult::answer is the whole
+  /// answer, continued_tokens the part kept. Greedy, it equals one uninterrupted answer of the
+  /// summed length (the kept tokens' KV is computed as a batch, not token by token: the same up
+  /// to float rounding); with temp > 0 the continuation draws from the seed afresh. Without a
+  /// kept answer it answers from the start (said in a note). The kept answer is removed once an
+  /// answer of the prompt ends on its own. Map-reduce answers are not continued (their parts
+  /// are: continue_parts).
+  bool continue_answer = false;
 };
 
 /// Identity of a part's answer: the part's prefix hash (SnapshotKey::prefix_hash: its pages and
@@ -135,6 +147,7 @@ struct PromptRun {
   int64_t reused_tokens = 0;
   bool saved_snapshot = false;
   int64_t resumed_from_tokens = 0;  // prefix tokens restored from a prefill checkpoint
+  int64_t continued_tokens = 0;     // answer tokens restored from a saved answer (continue_answer)
   /// Empty, or why generation stopped early: "context full: ...", or "length limit N tokens"
   /// when the answer used all of n_predict (it may end mid-word: the reader is told).
   std::string stopped;
@@ -170,6 +183,9 @@ struct AskResult {
   bool reused_snapshot = false;  // every document prompt (each part's) came from a snapshot
   int64_t reused_tokens = 0;
   int64_t resumed_from_tokens = 0;  // restored from prefill checkpoints, over every prompt
+  /// continue_answer: answer tokens kept from the saved answer (in `answer`, before the
+  /// generated_tokens new ones).
+  int64_t continued_tokens = 0;
   bool map_reduce = false;
   std::vector<PartAnswer> parts;     // map-reduce: each part's answer
   int n_parts = 0;                   // map-reduce: the parts the document was answered over

@@ -1,5 +1,8 @@
 #include "app/cli/ask.h"
 
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -25,6 +28,7 @@
 #include "engine/chat/chat_template.h"
 #include "engine/common/size.h"
 #include "engine/kv/snapshot.h"
+#include "engine/kv/spill_file.h"
 
 namespace spw::cli {
 
@@ -97,6 +101,40 @@ std::string pages_text(int first, int last) {
   return first == last ? fmt::format("p. {}", first) : fmt::format("pp. {}-{}", first, last);
 }
 
+// Ctrl-C (SIGINT) during an ask: the first stops it as the app's Stop does (the answer so far
+// and a prefill's checkpoint are kept, a map-reduce ask keeps its finished parts); a second one
+// ends the process as before (spill files removed, killed by the signal).
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void stop_ask_on_sigint(int sig) {
+  if (!g_interrupted.exchange(true)) return;
+  kv::unlink_spill_files_for_signal();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Installs stop_ask_on_sigint for its lifetime (unless SIGINT is ignored: nohup, background).
+class StopOnSigint {
+ public:
+  StopOnSigint() {
+    g_interrupted = false;
+    struct sigaction sa = {};
+    sa.sa_handler = stop_ask_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(SIGINT, nullptr, &old_) == 0 && old_.sa_handler != SIG_IGN)
+      installed_ = ::sigaction(SIGINT, &sa, nullptr) == 0;
+  }
+  ~StopOnSigint() {
+    if (installed_) ::sigaction(SIGINT, &old_, nullptr);
+  }
+  StopOnSigint(const StopOnSigint&) = delete;
+  StopOnSigint& operator=(const StopOnSigint&) = delete;
+
+ private:
+  struct sigaction old_ = {};
+  bool installed_ = false;
+};
+
 }  // namespace
 
 CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
@@ -129,8 +167,9 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
               "Neither restore nor save the document's prefilled KV");
   c->add_flag("--json", a.json, "Stream to stderr; print one JSON object on stdout");
   c->add_flag("--continue", a.continue_parts,
-              "--map-reduce: keep the answers of the parts an earlier ask of this question "
-              "finished (stopped or killed) and continue at the next part");
+              "Continue an earlier ask of this question: an answer stopped at its -n limit (or "
+              "by Ctrl-C) goes on from its kept KV for up to -n more tokens; with --map-reduce "
+              "the parts it finished are kept and the ask continues at the next part");
   c->add_option("--snapshot-budget", a.snapshot_budget,
                 "Disk for saved document KV, least recently used removed first (e.g. 2G; default: "
                 "the settings', else 4 GiB at most a tenth of the free space)")
@@ -259,6 +298,7 @@ int run_ask(const AskArgs& a) {
   ap.kv_config = app::snapshot_kv_config(sp, *kv_settings);
   ap.family = choice->family;
   ap.continue_parts = a.continue_parts;
+  ap.continue_answer = a.continue_parts;
   ap.checkpoint_tokens = a.checkpoint_tokens;
   ap.checkpoint_seconds = a.checkpoint_seconds;
 
@@ -325,10 +365,22 @@ int run_ask(const AskArgs& a) {
     index.set_budget(dir, app::effective_snapshot_budget(budget, dir));
   }
   app::LibraryPartStore part_store(**lib, doc->id);
-  auto res = app::ask_document(tk, *doc, ap, make_session, &index, cb, &part_store);
+  cb.cancelled = [] { return g_interrupted.load(); };
+  Expected<app::AskResult> res = [&] {
+    StopOnSigint stop_on_sigint;
+    return app::ask_document(tk, *doc, ap, make_session, &index, cb, &part_store);
+  }();
   part_out.finish();
   answer_out.finish();
   (*progress)->finish();
+  if (!res && g_interrupted && res.error().message == "cancelled") {
+    if (!a.json) std::fputc('\n', stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "stopped by Ctrl-C: what was answered and prefilled is kept; the same ask with "
+                 "--continue goes on from there\n");
+    return 130;
+  }
   if (!res) return ask_fail(res.error());
   if (!a.json) {  // the answer streamed to stdout: end its line before stderr's summary
     std::fputc('\n', stdout);
@@ -375,6 +427,7 @@ int run_ask(const AskArgs& a) {
     j["reused_snapshot"] = res->reused_snapshot;
     j["reused_tokens"] = res->reused_tokens;
     j["resumed_from_tokens"] = res->resumed_from_tokens;
+    j["continued_tokens"] = res->continued_tokens;
     j["map_reduce"] = res->map_reduce;
     j["template"] = std::string(chat_family_name(choice->family));
     j["backend"] = backend;

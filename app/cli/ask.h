@@ -34,7 +34,7 @@ struct AskArgs {
   bool map_reduce = false;   // --map-reduce
   bool no_snapshot = false;  // --no-snapshot: neither restore nor save the document's KV
   bool json = false;
-  bool continue_parts = false;  // --continue: keep the parts an earlier (killed) ask finished
+  bool continue_parts = false;  // --continue: continue the earlier answer / its finished parts
   std::string snapshot_budget;  // --snapshot-budget SIZE; empty: the settings', else the default
   // Prefill checkpoints (app/ask/ask.h AskParams): every N tokens or S seconds; hidden flags
   // --checkpoint-tokens / --checkpoint-seconds (tests make them small).

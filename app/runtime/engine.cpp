@@ -349,6 +349,7 @@ Expected<DocumentAnswer> ask_library_document(
                      effective_snapshot_budget(ask.snapshot_budget, ask.snapshot_dir));
   }
   ap.continue_parts = ask.continue_parts;
+  ap.continue_answer = ask.continue_answer;
   LibraryPartStore part_store(lib, doc.id);
   auto res = ask_document(engine.tokenizer(), doc, ap, make_session, &index, acb, &part_store);
   close_current();

@@ -154,6 +154,9 @@ struct DocumentAsk {
   /// Map-reduce: parts answered by an earlier ask (stopped, killed) are kept, the ask continues
   /// at the next part (AskParams::continue_parts). Every finished part is stored either way.
   bool continue_parts = false;
+  /// A whole-document answer stopped at the length limit or cancelled keeps its KV; this
+  /// continues it with up to n_predict more tokens (AskParams::continue_answer).
+  bool continue_answer = false;
 };
 struct DocumentAnswer {
   AskResult result;

@@ -336,6 +336,7 @@ struct EngineWorker::Core final : QObject {
     ask.n_predict = req.n_predict;
     ask.map_reduce = req.map_reduce;
     ask.continue_parts = req.continue_parts;
+    ask.continue_answer = req.continue_answer;
     if (!params.snapshot_dir.isEmpty()) {
       std::error_code ec;
       std::filesystem::create_directories(params.snapshot_dir.toStdString(), ec);

@@ -64,6 +64,9 @@ struct AskRequest {
   /// Continue a map-reduce answer stopped after part K: the stored answers of parts 1..K are
   /// kept and the ask resumes at part K + 1 (app/runtime/engine.h DocumentAsk::continue_parts).
   bool continue_parts = false;
+  /// Continue a whole-document answer stopped at its length limit (or by Stop) from its kept KV
+  /// with up to n_predict more tokens (DocumentAsk::continue_answer).
+  bool continue_answer = false;
 };
 
 /// One `[p. N] "quote"` of an answer, checked against the page (app/ask/citations.h).

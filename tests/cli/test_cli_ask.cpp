@@ -316,6 +316,37 @@ TEST_F(CliAsk, ContinueKeepsStoredPartsAndALengthLimitIsMarked) {
   EXPECT_NE(text.out.find("\n[stopped: length limit 16 tokens]\n"), std::string::npos) << text.out;
 }
 
+// An answer cut by -n is kept; `--continue` goes on from it: greedy, 16 + 16 tokens are the
+// uninterrupted 32, and only the question and the kept 16 tokens are prefilled.
+TEST_F(CliAsk, ContinueExtendsALengthLimitedAnswer) {
+  const fs::path pdf = data_ / "story.pdf";
+  write_pdf(pdf, kStory);
+  const CliResult first = run(with(base(), {pdf.string(), "--json"}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json a = test::parse_one_object(first.out);
+  EXPECT_EQ(a["stopped"], "length limit 16 tokens");
+  EXPECT_EQ(a["continued_tokens"], 0);
+
+  const CliResult cont = run(with(base(), {pdf.string(), "--json", "--continue"}));
+  ASSERT_EQ(cont.exit_code, 0) << cont.err;
+  const nlohmann::json b = test::parse_one_object(cont.out);
+  EXPECT_EQ(b["continued_tokens"], 16);
+  EXPECT_EQ(b["generated_tokens"], 16);
+  EXPECT_EQ(b["prefill_tokens_computed"].get<int64_t>(), b["question_tokens"].get<int64_t>() + 16);
+  const std::string answer = b["answer"];
+  EXPECT_EQ(answer.substr(0, a["answer"].get<std::string>().size()), a["answer"]);
+  EXPECT_NE(cont.err.find("continuing the earlier answer: its 16 tokens are kept"),
+            std::string::npos)
+      << cont.err;
+
+  std::vector<std::string> whole = base();
+  whole[whole.size() - 5] = "32";  // -n
+  whole.back() = (data_ / "fresh").string();
+  const CliResult ref = run(with(whole, {pdf.string(), "--json"}));
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(test::parse_one_object(ref.out)["answer"], answer);
+}
+
 std::vector<fs::path> kv_files(const fs::path& dir) {
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(dir))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,6 +160,90 @@ TEST_F(CliAskResume, KilledPrefillResumesFromItsLastCheckpoint) {
   EXPECT_EQ(f["prompt_tokens"], r["prompt_tokens"]);
   EXPECT_EQ(f["generated_tokens"], r["generated_tokens"]);
   EXPECT_EQ(f["answer"], r["answer"]);
+}
+
+// Ctrl-C (SIGINT) stops an ask and keeps its work: during the prefill the checkpoint (the next
+// ask resumes from it), during the answer the tokens so far (`--continue` goes on from them and
+// ends where one uninterrupted answer of the summed length ends, greedy).
+TEST_F(CliAskResume, CtrlCStopsAnAskAndKeepsItsWork) {
+  const fs::path data = dir_ / "data";
+  const fs::path snapshots = data / "cache" / "snapshots";
+  const auto wait_for = [](const std::function<bool()>& ready, pid_t pid, const fs::path& err) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (!ready() && std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid)
+        return testing::AssertionFailure() << "the ask ended first:\n" << test::read_file(err);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return ready() ? testing::AssertionSuccess() : testing::AssertionFailure() << "timed out";
+  };
+  const auto interrupt = [](pid_t pid) {
+    ::kill(pid, SIGINT);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  };
+
+  // During the prefill.
+  const pid_t p1 = spawn_cli(args(data), dir_ / "p1.out", dir_ / "p1.err");
+  ASSERT_TRUE(wait_for([&] { return !files_ending(snapshots, "-checkpoint.kv").empty(); }, p1,
+                       dir_ / "p1.err"));
+  EXPECT_EQ(interrupt(p1), 130) << test::read_file(dir_ / "p1.err");
+  const std::string err1 = test::read_file(dir_ / "p1.err");
+  EXPECT_NE(err1.find("stopped by Ctrl-C: what was answered and prefilled is kept"),
+            std::string::npos)
+      << err1;
+  EXPECT_EQ(files_ending(snapshots, "-checkpoint.kv").size(), 1u);
+
+  // During the answer (text mode: the answer streams to stdout), after the resumed prefill.
+  std::vector<std::string> long_answer = args(data);
+  long_answer.pop_back();   // --json
+  long_answer[6] = "4000";  // -n
+  const pid_t p2 = spawn_cli(long_answer, dir_ / "p2.out", dir_ / "p2.err");
+  const auto answering = [&] {
+    return test::read_file(dir_ / "p2.err").find("saved KV of the document prefix") !=
+               std::string::npos &&
+           fs::exists(dir_ / "p2.out") && fs::file_size(dir_ / "p2.out") > 0;
+  };
+  const testing::AssertionResult started = wait_for(answering, p2, dir_ / "p2.err");
+  if (!started) GTEST_SKIP() << "the answer ended before Ctrl-C: " << started.message();
+  const int code2 = interrupt(p2);
+  const std::string err2 = test::read_file(dir_ / "p2.err");
+  ASSERT_EQ(code2, 130) << err2;
+  EXPECT_NE(err2.find("resuming the prefill from a checkpoint"), std::string::npos) << err2;
+  const std::vector<fs::path> kept = files_ending(snapshots, "-answer.tokens");
+  ASSERT_EQ(kept.size(), 1u) << err2;
+  EXPECT_GT(fs::file_size(dir_ / "p2.out"), 0u) << "the answer so far was printed";
+  // The kept file says how many tokens were answered before Ctrl-C.
+  const std::string kept_text = test::read_file(kept[0]);
+  const size_t at = kept_text.find("\nanswer_tokens ");
+  ASSERT_NE(at, std::string::npos) << kept_text;
+  const int64_t n_kept = std::stoll(kept_text.substr(at + 15));
+
+  std::vector<std::string> cont = args(data);
+  cont.push_back("--continue");
+  const CliResult c = run_cli(SPILLWAY_CLI_PATH, cont, tmp_dir());
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const nlohmann::json cj = test::parse_one_object(c.out);
+  const int64_t k = cj["continued_tokens"].get<int64_t>();
+  ASSERT_GT(k, 0) << c.err;
+  EXPECT_EQ(cj["generated_tokens"], 8);
+  EXPECT_TRUE(cj["reused_snapshot"].get<bool>());
+  EXPECT_EQ(cj["prefill_tokens_computed"].get<int64_t>(), cj["question_tokens"].get<int64_t>() + k);
+  EXPECT_EQ(k, n_kept);
+  const std::string answer = cj["answer"];
+  EXPECT_NE(
+      c.err.find("continuing the earlier answer: its " + std::to_string(k) + " tokens are kept"),
+      std::string::npos)
+      << c.err;
+
+  // One uninterrupted answer of k + 8 tokens in another library: the same text.
+  std::vector<std::string> whole = args(dir_ / "fresh");
+  whole[6] = std::to_string(k + 8);
+  const CliResult f = run_cli(SPILLWAY_CLI_PATH, whole, tmp_dir());
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(test::parse_one_object(f.out)["answer"], answer);
 }
 
 }  // namespace
