@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_cache_set.h"
 
 namespace spw::kv::fuzz {
 
@@ -39,6 +40,24 @@ inline std::unique_ptr<KvCache> make_cache() {
   return std::move(*made);
 }
 
+/// The sliding-window layout (snapshot format version 2): 4 layers of make_cache()'s shape and
+/// paging, layers 1 and 2 attending the last 32 positions (a group of their own that drops the
+/// blocks behind its span), layers 0 and 3 global.
+inline std::unique_ptr<KvCacheSet> make_cache_set() {
+  KvCacheConfig c = make_cache()->config();
+  c.n_layer = 4;
+  const int64_t spans[4] = {0, 32, 32, 0};
+  auto made = KvCacheSet::create(c, spans);
+  if (!made) std::abort();
+  return std::move(*made);
+}
+
+/// Bit 1 of the harness's byte: restore into make_cache_set() (version 2) instead of
+/// make_cache() (version 1).
+inline bool input_is_for_set(const uint8_t* data, size_t size) {
+  return size > 0 && (data[0] & 2) != 0;
+}
+
 /// The snapshot file a fuzz input stands for: the input after its first byte, which is the
 /// harness's: when it is odd, the token hash and the whole-file checksum are recomputed as a writer
 /// would, so that mutations get past those checks to the sizes, the zstd frame and the restore.
@@ -50,8 +69,18 @@ inline std::vector<uint8_t> snapshot_of_input(const uint8_t* data, size_t size) 
   if ((data[0] & 1) == 0 || f.size() < kHeaderBytes + 16) return f;
   uint64_t n_tokens = 0;
   std::memcpy(&n_tokens, f.data() + 64, 8);
-  if (n_tokens <= (f.size() - kHeaderBytes - 16) / 4) {
-    const uint64_t h = XXH3_64bits(f.data() + kHeaderBytes, 4 * n_tokens);
+  // Version 2: the group table (u32 n_groups, 16 bytes per group) comes before the ids.
+  uint32_t version = 0;
+  std::memcpy(&version, f.data() + 8, 4);
+  size_t ids_at = kHeaderBytes;
+  if (version == 2) {
+    uint32_t n_groups = 0;
+    std::memcpy(&n_groups, f.data() + kHeaderBytes, 4);
+    if (n_groups > (f.size() - kHeaderBytes - 16) / 16) return f;
+    ids_at += 4 + 16 * size_t{n_groups};
+  }
+  if (ids_at + 16 <= f.size() && n_tokens <= (f.size() - ids_at - 16) / 4) {
+    const uint64_t h = XXH3_64bits(f.data() + ids_at, 4 * n_tokens);
     std::memcpy(f.data() + 72, &h, 8);
   }
   const uint64_t sum = XXH3_64bits(f.data(), f.size() - 8);

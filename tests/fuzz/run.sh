@@ -42,8 +42,10 @@ build() {  # name sources... (with the objects compile() added since the last bu
   objs=()
 }
 
-# The KV snapshot reader and what it links: the cache, its tiers and its row conversions.
+# The KV snapshot reader and what it links: the cache, its layer groups (sliding windows), its
+# tiers and its row conversions.
 kv_sources=(engine/kv/snapshot.cpp engine/kv/kv_type_label.cpp engine/kv/kv_cache.cpp
+  engine/kv/kv_cache_set.cpp
   engine/kv/kv_storage.cpp engine/kv/spill_file.cpp engine/kv/spill_queue.cpp
   engine/kv/tier_policy.cpp engine/common/huge_pages.cpp engine/common/numa.cpp
   engine/common/output_path.cpp engine/common/size.cpp engine/gguf/ggml_types.cpp
