@@ -16,6 +16,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QSplitter>
 #include <QTableWidget>
 #include <QTextBrowser>
 #include <QThread>
@@ -24,6 +25,7 @@
 
 #include "app/store/display_title.h"
 #include "app/store/library.h"
+#include "ui/job_documents.h"
 #include "ui/new_batch_dialog.h"
 
 namespace spw::ui {
@@ -78,6 +80,8 @@ struct JobsDock::Impl {
   QString model_path, engine_json;
 
   QTableWidget* table = nullptr;
+  JobDocumentsTable* docs_table = nullptr;
+  QLabel* docs_caption = nullptr;
   QLabel* error = nullptr;
   QLabel* info = nullptr;
   QPushButton* new_batch = nullptr;
@@ -118,7 +122,10 @@ JobsDock::JobsDock(const JobsDockParams& params, QWidget* parent)
   t->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   t->horizontalHeader()->setSectionResizeMode(kColTitle, QHeaderView::Stretch);
   t->horizontalHeader()->setStretchLastSection(true);
-  connect(t, &QTableWidget::itemSelectionChanged, this, &JobsDock::updateButtons);
+  connect(t, &QTableWidget::itemSelectionChanged, this, [this] {
+    updateButtons();
+    refreshDocuments();
+  });
   connect(t, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     openResult(d_->table->item(row, kColId)->data(Qt::UserRole).toLongLong());
   });
@@ -176,11 +183,29 @@ JobsDock::JobsDock(const JobsDockParams& params, QWidget* parent)
   d.info->setObjectName(QStringLiteral("jobsInfo"));
   d.info->setWordWrap(true);
 
+  // The documents of the job shown, under the jobs (the splitter lets either take the room).
+  d.docs_caption = new QLabel;
+  d.docs_caption->setObjectName(QStringLiteral("jobDocumentsCaption"));
+  d.docs_table = new JobDocumentsTable;
+  auto* docs = new QWidget;
+  auto* docs_layout = new QVBoxLayout(docs);
+  docs_layout->setContentsMargins(0, 0, 0, 0);
+  docs_layout->setSpacing(2);
+  docs_layout->addWidget(d.docs_caption);
+  docs_layout->addWidget(d.docs_table, 1);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->setObjectName(QStringLiteral("jobsSplit"));
+  split->setChildrenCollapsible(false);
+  split->addWidget(t);
+  split->addWidget(docs);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+
   auto* body = new QWidget;
   auto* layout = new QVBoxLayout(body);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(buttons);
-  layout->addWidget(t, 1);
+  layout->addWidget(split, 1);
   layout->addWidget(d.error);
   layout->addWidget(d.info);
   setWidget(body);
@@ -217,6 +242,8 @@ void JobsDock::setCurrentModel(const QString& model_path, const QString& engine_
 }
 
 QTableWidget* JobsDock::table() const { return d_->table; }
+JobDocumentsTable* JobsDock::documentsTable() const { return d_->docs_table; }
+QString JobsDock::documentsCaption() const { return d_->docs_caption->text(); }
 QString JobsDock::errorText() const { return d_->error->text(); }
 bool JobsDock::runnerActive() const { return d_->runner_active.load(); }
 
@@ -306,7 +333,30 @@ void JobsDock::refresh() {
   }
   if (selected_row >= 0) t->selectRow(selected_row);
   updateButtons();
+  refreshDocuments();
   emit jobsChanged();
+}
+
+void JobsDock::refreshDocuments() {
+  Impl& d = *d_;
+  // The selected job, else the first running one (running jobs are listed first).
+  const app::JobRecord* j = d.find(selectedJob());
+  if (j == nullptr && !d.jobs.empty() && d.jobs.front().state == app::JobState::Running)
+    j = &d.jobs.front();
+  if (j == nullptr || !d.store) {
+    d.docs_table->clearDocuments();
+    d.docs_caption->setText(d.jobs.empty() ? tr("No jobs yet: New batch… adds one.")
+                                           : tr("Select a job to see its documents."));
+    return;
+  }
+  auto docs = d.store->documents(j->id);
+  if (!docs.ok()) {
+    showError(tr("The job's documents could not be read: %1").arg(qs(docs.error().message)));
+    return;
+  }
+  const int64_t now_ms = d.params.now_ms ? d.params.now_ms() : QDateTime::currentMSecsSinceEpoch();
+  d.docs_table->showDocuments(*j, *docs, now_ms);
+  d.docs_caption->setText(tr("Documents of job %1: %2").arg(j->id).arg(title_of(*j)));
 }
 
 void JobsDock::updateButtons() {

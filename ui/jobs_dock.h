@@ -1,6 +1,8 @@
 // The Jobs dock: the batch-job queue of the library database (app/jobs/jobs.h) as a table —
 // state, documents done/total, tokens/s, ETA, schedule, reason — with New batch…, Run now,
-// Pause/Resume, Cancel, Retry failed, Export… and Open result.
+// Pause/Resume, Cancel, Retry failed, Export… and Open result; under it (a splitter) the
+// documents of the selected job, or of the running one, with where each run is, a progress bar
+// and its ETA, read from the progress rows runners write (ui/job_documents.h).
 //
 // Threading: the dock reads and changes the queue through a JobStore of its own on the GUI
 // thread (small transactions); the table is re-read every `refresh_ms` and after each change.
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include <QDockWidget>
@@ -21,10 +24,12 @@
 #include "app/jobs/jobs.h"
 #include "app/worker/telemetry.h"
 
+class QLabel;
 class QTableWidget;
 
 namespace spw::ui {
 
+class JobDocumentsTable;
 class NewBatchDialog;
 
 struct JobsDockParams {
@@ -34,6 +39,7 @@ struct JobsDockParams {
   int refresh_ms = 1000;            // table refresh period; 0: only after changes
   int64_t watch_poll_ms = 1000;     // how often the runner looks for due jobs
   app::GeneratorFactory generator;  // empty: the local engine, or the job's endpoint
+  std::function<int64_t()> now_ms;  // unix milliseconds (tests); empty: the system clock
 };
 
 class JobsDock final : public QDockWidget {
@@ -62,6 +68,11 @@ class JobsDock final : public QDockWidget {
   void setCurrentModel(const QString& model_path, const QString& engine_json);
 
   QTableWidget* table() const;
+  /// The documents of the selected job (or, with none selected, of the first running one),
+  /// each with its progress row (ui/job_documents.h).
+  JobDocumentsTable* documentsTable() const;
+  /// The line above the documents table ("Documents of job 3: …").
+  QString documentsCaption() const;
   /// The table row of job `id`, or -1.
   int rowOf(int64_t job_id) const;
   /// The last error shown in the dock ("" when none).
@@ -101,6 +112,7 @@ class JobsDock final : public QDockWidget {
   void startRunner();
   void updateButtons();
   qint64 selectedJob() const;
+  void refreshDocuments();
   bool check(const Status& st);
   void showError(const QString& message);
 };

@@ -14,16 +14,21 @@
 #include <string>
 
 #include <QComboBox>
+#include <QDateTime>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QRadioButton>
 #include <QSignalSpy>
 #include <QTableWidget>
+#include <QTest>
 #include <QTextBrowser>
 #include <QTimeEdit>
 
+#include "app/jobs/job_store.h"
 #include "app/store/library.h"
 #include "tests/support/test_model.h"
+#include "ui/job_documents.h"
 #include "ui/new_batch_dialog.h"
 
 namespace spw::ui {
@@ -280,6 +285,143 @@ TEST(JobsDock, TheDocksRunnerRunsAJobToDoneAndItsResultOpensAndExports) {
   EXPECT_NE(text.str().find("Summary of document " + std::to_string(f.doc_a) + "."),
             std::string::npos)
       << text.str();
+}
+
+// A runner's progress rows as the dock shows them: the job is claimed and its first document's
+// progress written through the runner's own store functions (what `jobs run-due` does in another
+// process); the dock's clock is the test's, so "not reported for N s" is exact.
+TEST(JobsDock, DocumentRowsShowTheRunnersProgressAndSayWhenItStopsReporting) {
+  JobsFixture f;
+  auto store = app::JobStore::open(f.db);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  app::JobSpec spec;
+  spec.title = "Leases";
+  spec.doc_ids = {f.doc_a, f.doc_b};
+  spec.model_path = "/models/tiny.gguf";
+  auto id = (*store)->add(spec);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  sqlite3* db = (*store)->handle();
+
+  const int64_t t0 = app::jobs_db::now_ms();
+  const int64_t lease_ms = 15000;
+  std::string why;
+  ASSERT_EQ(*app::jobs_db::acquire_lease(db, *id, "runner-1", t0, lease_ms, t0 / 1000, &why),
+            app::jobs_db::LeaseResult::Acquired)
+      << why;
+  bool stop = false;
+  auto doc = app::jobs_db::claim_next_document(db, *id, "runner-1", t0, &stop);
+  ASSERT_TRUE(doc.ok() && doc->has_value());
+  ASSERT_EQ((*doc)->doc_id, f.doc_a);
+  app::JobDocumentProgress p;
+  p.phase = "prefill";
+  p.n_prompts = 1;
+  p.part = 3;
+  p.n_parts = 6;
+  p.parts_done = 2;
+  p.tokens_done = 512;
+  p.tokens_total = 1024;
+  p.eta_s = 130;
+  p.updated_ms = t0;
+  ASSERT_TRUE(app::jobs_db::write_document_progress(db, *id, f.doc_a, "runner-1", p).ok());
+
+  int64_t clock = t0 + 1000;
+  JobsDockParams params = f.params();
+  params.now_ms = [&clock] { return clock; };
+  JobsDock dock(params);
+  // Nothing selected: the running job's documents.
+  JobDocumentsTable* docs = dock.documentsTable();
+  ASSERT_EQ(docs->jobId(), *id);
+  EXPECT_EQ(dock.documentsCaption(), QStringLiteral("Documents of job %1: Leases").arg(*id));
+  ASSERT_EQ(docs->rowCount(), 2);
+  auto text = [docs](int row, int col) { return docs->item(row, col)->text().toStdString(); };
+  EXPECT_EQ(text(0, JobDocumentsTable::kColTitle), "Lease A");
+  EXPECT_EQ(text(0, JobDocumentsTable::kColState), "running");
+  EXPECT_EQ(text(0, JobDocumentsTable::kColWhere),
+            "part 3 of 6 (2 done), prefill 512/1,024 tokens");
+  EXPECT_EQ(text(0, JobDocumentsTable::kColEta), "2m10s");
+  EXPECT_EQ(text(0, JobDocumentsTable::kColUpdated),
+            QDateTime::fromMSecsSinceEpoch(t0).toString("HH:mm:ss").toStdString());
+  // Two parts done and half of the third's prefill: 2.5 of 6 parts.
+  ASSERT_NE(docs->progressBar(0), nullptr);
+  EXPECT_EQ(docs->progressBar(0)->value(), 417);
+  EXPECT_EQ(docs->progressBar(0)->text(), "41%");
+  EXPECT_TRUE(docs->progressBar(0)->isEnabled());
+  EXPECT_EQ(text(1, JobDocumentsTable::kColTitle), "Lease B");
+  EXPECT_EQ(text(1, JobDocumentsTable::kColState), "pending");
+  EXPECT_EQ(text(1, JobDocumentsTable::kColWhere), "");
+  EXPECT_EQ(docs->progressBar(1)->value(), 0);
+
+  // The runner goes on to part 4 and renews its lease: the next refresh shows it.
+  p.part = 4;
+  p.parts_done = 3;
+  p.phase = "part";
+  p.tokens_done = p.tokens_total = 0;
+  p.eta_s = 95;
+  p.updated_ms = t0 + 2000;
+  ASSERT_TRUE(app::jobs_db::write_document_progress(db, *id, f.doc_a, "runner-1", p).ok());
+  ASSERT_TRUE(*app::jobs_db::renew_lease(db, *id, "runner-1", t0 + 3000, lease_ms));
+  clock = t0 + 3000 + lease_ms;  // exactly the lease since its heartbeat: not stale yet
+  dock.refresh();
+  EXPECT_EQ(text(0, JobDocumentsTable::kColWhere), "part 4 of 6 (3 done)");
+  EXPECT_EQ(text(0, JobDocumentsTable::kColEta), "1m35s");
+  EXPECT_EQ(docs->progressBar(0)->value(), 500);
+  EXPECT_EQ(text(0, JobDocumentsTable::kColUpdated),
+            QDateTime::fromMSecsSinceEpoch(t0 + 2000).toString("HH:mm:ss").toStdString());
+
+  // The runner dies: neither progress nor heartbeat for longer than the lease.
+  clock = t0 + 3000 + lease_ms + 7400;
+  dock.refresh();
+  EXPECT_EQ(text(0, JobDocumentsTable::kColUpdated), "its runner has not reported for 22 s");
+  EXPECT_EQ(text(0, JobDocumentsTable::kColEta), "");
+  EXPECT_FALSE(docs->progressBar(0)->isEnabled());
+  EXPECT_EQ(text(1, JobDocumentsTable::kColUpdated), "");  // pending: nothing to report
+
+  // Selecting the job keeps it shown; the document's row stays "running" in SQLite too.
+  dock.table()->selectRow(dock.rowOf(*id));
+  EXPECT_EQ(docs->jobId(), *id);
+  EXPECT_EQ(
+      query(f.db, "SELECT state FROM job_documents WHERE doc_id = " + std::to_string(f.doc_a)),
+      "running");
+}
+
+// The dock's refresh timer picks up progress rows written while the job runs, with no call from
+// the test (bounded wait: generous for a loaded machine).
+TEST(JobsDock, DocumentRowsFollowTheRunnerWhileTheJobRuns) {
+  JobsFixture f;
+  auto store = app::JobStore::open(f.db);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  app::JobSpec spec;
+  spec.doc_ids = {f.doc_a};
+  spec.model_path = "/models/tiny.gguf";
+  auto id = (*store)->add(spec);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  sqlite3* db = (*store)->handle();
+  const int64_t t0 = app::jobs_db::now_ms();
+  std::string why;
+  ASSERT_EQ(*app::jobs_db::acquire_lease(db, *id, "runner-2", t0, 3600 * 1000, t0 / 1000, &why),
+            app::jobs_db::LeaseResult::Acquired);
+  bool stop = false;
+  ASSERT_TRUE(app::jobs_db::claim_next_document(db, *id, "runner-2", t0, &stop).ok());
+
+  JobsDockParams params = f.params();
+  params.refresh_ms = 50;
+  JobsDock dock(params);
+  JobDocumentsTable* docs = dock.documentsTable();
+  ASSERT_EQ(docs->rowCount(), 1);
+  EXPECT_EQ(docs->item(0, JobDocumentsTable::kColWhere)->text(), "");
+
+  app::JobDocumentProgress p;
+  p.phase = "decode";
+  p.n_prompts = 1;
+  p.tokens_done = 64;
+  p.tokens_total = 256;
+  p.updated_ms = app::jobs_db::now_ms();
+  ASSERT_TRUE(app::jobs_db::write_document_progress(db, *id, f.doc_a, "runner-2", p).ok());
+  const QString want = QStringLiteral("decode 64/256 tokens");
+  EXPECT_TRUE(QTest::qWaitFor(
+      [&] { return docs->item(0, JobDocumentsTable::kColWhere)->text() == want; }, 30000))
+      << docs->item(0, JobDocumentsTable::kColWhere)->text().toStdString();
+  EXPECT_EQ(docs->progressBar(0)->value(), 250);
 }
 
 }  // namespace

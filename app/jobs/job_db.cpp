@@ -78,7 +78,8 @@ constexpr const char* kJobColumns =
     " (SELECT COALESCE(SUM(decode_s), 0) FROM job_documents d"
     "   WHERE d.job_id = j.id AND d.state = 'done'),"
     " (SELECT COALESCE(AVG(finished_ms - started_ms), 0) FROM job_documents d"
-    "   WHERE d.job_id = j.id AND d.state = 'done' AND finished_ms >= started_ms)"
+    "   WHERE d.job_id = j.id AND d.state = 'done' AND finished_ms >= started_ms),"
+    " COALESCE(l.heartbeat_ms, 0)"
     " FROM jobs j LEFT JOIN job_leases l ON l.job_id = j.id";
 
 std::string params_json(const JobSpec& s) {
@@ -135,6 +136,7 @@ JobRecord read_job_row(const Stmt& st) {
   r.n_running = st.i32(22);
   r.lease_owner = st.text(23);
   r.lease_expires_ms = st.i64(24);
+  r.lease_heartbeat_ms = st.i64(28);
   const int64_t gen = st.i64(25);
   const double dec = st.f64(26);
   r.tokens_per_s = dec > 0 ? static_cast<double>(gen) / dec : 0;

@@ -114,8 +114,9 @@ struct JobRecord {
   int n_docs = 0, n_done = 0, n_failed = 0, n_running = 0;
   std::string lease_owner;  // runner holding the job; empty: none
   int64_t lease_expires_ms = 0;
-  double tokens_per_s = 0;  // generated tokens / decode seconds over finished documents
-  double eta_s = -1;        // remaining documents x mean seconds per finished one; -1: unknown
+  int64_t lease_heartbeat_ms = 0;  // the lease's last heartbeat (unix ms); 0: no lease
+  double tokens_per_s = 0;         // generated tokens / decode seconds over finished documents
+  double eta_s = -1;  // remaining documents x mean seconds per finished one; -1: unknown
 };
 
 /// Where a document's run is, as its runner last wrote it (migration 009): at most about once a
