@@ -172,6 +172,7 @@ DashboardDock::Chart DashboardDock::makeChart(const QString& title, Unit unit) {
   c.x->setGridLineVisible(false);
   c.y = new QCategoryAxis;
   c.y->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+  if (unit == Unit::TokensPerS) c.y->setTitleText(tr("t/s"));
   c.chart->addAxis(c.x, Qt::AlignBottom);
   c.chart->addAxis(c.y, Qt::AlignLeft);
   c.view = new QChartView(c.chart, charts_host_);  // the view owns the chart
@@ -203,14 +204,14 @@ void DashboardDock::styleChart(Chart& c) {
 QString DashboardDock::tickLabel(Unit unit, double value, int decimals) {
   switch (unit) {
     case Unit::MiB:
-      if (value >= 1024) return trimmed_number(value / 1024, decimals) + QStringLiteral(" GiB");
-      return trimmed_number(value, decimals) + QStringLiteral(" MiB");
+      if (value >= 1024) return trimmed_number(value / 1024, decimals) + QStringLiteral("G");
+      return trimmed_number(value, decimals) + QStringLiteral("M");
     case Unit::Bytes:
-      if (value >= kMiB) return trimmed_number(value / kMiB, decimals) + QStringLiteral(" MiB");
-      if (value >= 1024) return trimmed_number(value / 1024, decimals) + QStringLiteral(" KiB");
-      return trimmed_number(value, decimals) + QStringLiteral(" B");
-    case Unit::TokensPerS:
-      return trimmed_number(value, decimals) + QStringLiteral(" t/s");
+      if (value >= kMiB) return trimmed_number(value / kMiB, decimals) + QStringLiteral("M");
+      if (value >= 1024) return trimmed_number(value / 1024, decimals) + QStringLiteral("K");
+      return trimmed_number(value, decimals) + QStringLiteral("B");
+    case Unit::TokensPerS:  // the unit is the axis' title
+      break;
     case Unit::Blocks:
       break;
   }

@@ -12,7 +12,8 @@
 //
 // Readability: the charts scroll inside the dock (three columns), each tall enough for a plot
 // area of at least kMinPlotHeight pixels; the x axis counts seconds ago (0 at the right: the
-// latest sample); the y axes have rounded ticks with units (MiB or GiB, t/s, bytes); the charts
+// latest sample); the y axes have rounded ticks with short units ("512M", "1.5G", "4K"; t/s in
+// the axis title), so a chart a third of a 1280-px window wide draws them whole; the charts
 // take the light or dark chart theme of the palette, again when the palette changes.
 #pragma once
 
@@ -48,8 +49,9 @@ class DashboardDock final : public QWidget {
   static constexpr int kMinPlotHeight = 120;
   /// What a y axis counts (its tick labels' unit).
   enum class Unit { MiB, Blocks, Bytes, TokensPerS };
-  /// A tick label: "512 MiB", "1.5 GiB" (from 1024 MiB on), "4 KiB", "40 t/s", "64"; with
-  /// `decimals` digits after the point.
+  /// A tick label, short enough for a narrow chart's axis: "512M", "1.5G" (from 1024 MiB on;
+  /// powers of 1024, as the hover values' MiB), "4K" and "200B" (bytes), "40" (tokens/s: the
+  /// axis title says "t/s"), "64" (blocks); with `decimals` digits after the point at most.
   static QString tickLabel(Unit unit, double value, int decimals);
 
   explicit DashboardDock(QWidget* parent = nullptr);

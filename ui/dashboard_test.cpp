@@ -152,13 +152,14 @@ TEST(Dashboard, PngExportWritesAnImageOfTheDashboard) {
 
 TEST(Dashboard, TickLabelsAreRoundedWithUnits) {
   using U = DashboardDock::Unit;
-  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 512, 2), QStringLiteral("512 MiB"));
-  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 1536, 2), QStringLiteral("1.5 GiB"));
-  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 0.25, 2), QStringLiteral("0.25 MiB"));
-  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 4096, 2), QStringLiteral("4 KiB"));
-  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 3 * 1024 * 1024, 2), QStringLiteral("3 MiB"));
-  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 200, 2), QStringLiteral("200 B"));
-  EXPECT_EQ(DashboardDock::tickLabel(U::TokensPerS, 42.5, 1), QStringLiteral("42.5 t/s"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 512, 2), QStringLiteral("512M"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 100, 2), QStringLiteral("100M"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 1536, 2), QStringLiteral("1.5G"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::MiB, 0.25, 2), QStringLiteral("0.25M"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 4096, 2), QStringLiteral("4K"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 3 * 1024 * 1024, 2), QStringLiteral("3M"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::Bytes, 200, 2), QStringLiteral("200B"));
+  EXPECT_EQ(DashboardDock::tickLabel(U::TokensPerS, 42.5, 1), QStringLiteral("42.5"));
   EXPECT_EQ(DashboardDock::tickLabel(U::Blocks, 64, 2), QStringLiteral("64"));
 }
 
@@ -182,9 +183,11 @@ TEST(Dashboard, AxesCountSecondsAgoAndHaveRoundedTicksWithUnits) {
   // 120 s shown, labels every 50 s, 0 at the latest sample (the right end).
   EXPECT_EQ(d.xLabels(1), (QStringList{"100", "50", "0"}));
   // Host RAM: 3 GiB of RSS (x 1.1 headroom) on 2 GiB ticks.
-  EXPECT_EQ(d.yLabels(1), (QStringList{"2 GiB", "4 GiB"}));
-  // Throughput: 900 t/s on 500 t/s ticks; blocks: whole numbers.
-  EXPECT_EQ(d.yLabels(5), (QStringList{"500 t/s", "1000 t/s"}));
+  EXPECT_EQ(d.yLabels(1), (QStringList{"2G", "4G"}));
+  // Throughput: 900 t/s on 500 t/s ticks, the unit in the axis title; blocks: whole numbers.
+  EXPECT_EQ(d.yLabels(5), (QStringList{"500", "1000"}));
+  ASSERT_FALSE(charts[5]->axes(Qt::Vertical).isEmpty());
+  EXPECT_EQ(charts[5]->axes(Qt::Vertical).first()->titleText(), QStringLiteral("t/s"));
   for (const QString& l : d.yLabels(3))
     EXPECT_FALSE(l.contains(QLatin1Char('.'))) << l.toStdString();
 }
