@@ -14,11 +14,13 @@ namespace spw::ui {
 
 namespace {
 
-// Draws its base icon with every pixel's colour replaced by icon_colour(mode), alpha kept.
-// Reads the palette each time it draws, so a theme change needs no new icons.
+// Draws its base icon with every pixel's colour replaced by icon_colour(mode) — or, for the
+// status icons, semantic_icon_colour(name) — alpha kept. Reads the palette each time it draws,
+// so a theme change needs no new icons.
 class RecolouredEngine final : public QIconEngine {
  public:
-  explicit RecolouredEngine(QIcon base) : base_(std::move(base)) {}
+  explicit RecolouredEngine(QIcon base, QString semantic = {})
+      : base_(std::move(base)), semantic_(std::move(semantic)) {}
 
   void paint(QPainter* painter, const QRect& rect, QIcon::Mode mode, QIcon::State state) override {
     const qreal dpr = painter->device() != nullptr ? painter->device()->devicePixelRatioF() : 1.0;
@@ -36,7 +38,9 @@ class RecolouredEngine final : public QIconEngine {
     QImage img = src.toImage().convertToFormat(QImage::Format_ARGB32_Premultiplied);
     QPainter p(&img);
     p.setCompositionMode(QPainter::CompositionMode_SourceIn);
-    p.fillRect(img.rect(), icon_colour(mode));
+    const QColor semantic =
+        semantic_.isEmpty() || mode == QIcon::Disabled ? QColor() : semantic_icon_colour(semantic_);
+    p.fillRect(img.rect(), semantic.isValid() ? semantic : icon_colour(mode));
     p.end();
     QPixmap out = QPixmap::fromImage(std::move(img));
     out.setDevicePixelRatio(src.devicePixelRatio());
@@ -49,13 +53,14 @@ class RecolouredEngine final : public QIconEngine {
   QList<QSize> availableSizes(QIcon::Mode mode, QIcon::State state) override {
     return base_.availableSizes(mode, state);
   }
-  QIconEngine* clone() const override { return new RecolouredEngine(base_); }
+  QIconEngine* clone() const override { return new RecolouredEngine(base_, semantic_); }
   QString key() const override { return QStringLiteral("spillway-recoloured"); }
   QString iconName() override { return base_.name(); }
   bool isNull() override { return base_.isNull(); }
 
  private:
   QIcon base_;
+  QString semantic_;  // the icon name when it is a status icon, else empty
 };
 
 }  // namespace
@@ -76,10 +81,25 @@ QColor icon_colour(QIcon::Mode mode) {
 
 QIcon recoloured(const QIcon& base) { return QIcon(new RecolouredEngine(base)); }
 
+QColor semantic_icon_colour(const QString& name) {
+  // Shades that keep 3:1 against the light theme's window and the dark theme's.
+  const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
+  if (name == QLatin1String("dialog-error") || name == QLatin1String("process-stop"))
+    return dark ? QColor(0xff, 0x6b, 0x6b) : QColor(0xc6, 0x28, 0x28);  // red
+  if (name == QLatin1String("dialog-warning"))
+    return dark ? QColor(0xff, 0xb7, 0x4d) : QColor(0xa6, 0x5f, 0x00);  // amber
+  if (name == QLatin1String("emblem-ok") || name == QLatin1String("emblem-default"))
+    return dark ? QColor(0x5c, 0xc4, 0x62) : QColor(0x2e, 0x7d, 0x32);  // green
+  return {};
+}
+
 QIcon themed(const char* name, QStyle::StandardPixmap fallback, const QStyle* style) {
   const QString n = QString::fromLatin1(name);
   const QString symbolic = n + QStringLiteral("-symbolic");
-  if (QIcon::hasThemeIcon(symbolic)) return recoloured(QIcon::fromTheme(symbolic));
+  if (QIcon::hasThemeIcon(symbolic)) {
+    const bool semantic = semantic_icon_colour(n).isValid();
+    return QIcon(new RecolouredEngine(QIcon::fromTheme(symbolic), semantic ? n : QString()));
+  }
   if (QIcon::hasThemeIcon(n)) return QIcon::fromTheme(n);
   return style->standardIcon(fallback);
 }

@@ -152,6 +152,47 @@ TEST(RecolouredIcons, FollowAThemeChangeAtOnce) {
   EXPECT_EQ(QColor(dark_ink), theme_palette(Theme::Dark).color(QPalette::WindowText));
 }
 
+// Status icons keep red/amber/green in both themes; other symbolic icons take the text colour.
+TEST(RecolouredIcons, StatusIconsKeepTheirSemanticColourInBothThemes) {
+  use_installed_icon_themes();
+  if (!QIcon::hasThemeIcon(QStringLiteral("dialog-warning-symbolic")))
+    GTEST_SKIP() << "no symbolic icon theme installed (Adwaita)";
+  const QStyle* style = QApplication::style();
+  const QIcon warning = themed("dialog-warning", QStyle::SP_MessageBoxWarning, style);
+  const QIcon error = themed("dialog-error", QStyle::SP_MessageBoxCritical, style);
+  const QIcon ok = themed("emblem-ok", QStyle::SP_DialogApplyButton, style);
+  const QIcon next = themed("go-next", QStyle::SP_ArrowForward, style);
+  // The colour of an icon's opaque pixels (they are all one colour).
+  const auto ink = [](const QIcon& icon) {
+    const QImage img = icon.pixmap(18, 18).toImage();
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x)
+        if (qAlpha(img.pixel(x, y)) == 255) return QColor(img.pixel(x, y));
+    return QColor();
+  };
+  for (Theme t : {Theme::Light, Theme::Dark}) {
+    apply_theme(*qApp, t);
+    const std::string name = theme_name(t).toStdString();
+    const QColor w = ink(warning), e = ink(error), k = ink(ok);
+    // Hues: amber 30-45 degrees, red below 10 (or above 350), green 100-140.
+    EXPECT_GE(w.hue(), 30) << name;
+    EXPECT_LE(w.hue(), 45) << name;
+    EXPECT_TRUE(e.hue() <= 10 || e.hue() >= 350) << name << " " << e.hue();
+    EXPECT_GE(k.hue(), 100) << name;
+    EXPECT_LE(k.hue(), 140) << name;
+    for (const QColor& c : {w, e, k}) {
+      EXPECT_GT(c.saturation(), 120) << name;
+      // Readable on the theme's window: WCAG 3:1 for graphics.
+      EXPECT_GE(contrast(c.rgb(), theme_palette(t).color(QPalette::Window).rgb()), 3.0)
+          << name << " " << c.name().toStdString();
+    }
+    EXPECT_EQ(w, semantic_icon_colour(QStringLiteral("dialog-warning"))) << name;
+    EXPECT_EQ(ink(next), theme_palette(t).color(QPalette::WindowText)) << name;
+    EXPECT_FALSE(semantic_icon_colour(QStringLiteral("go-next")).isValid());
+  }
+  apply_theme(*qApp, Theme::System);
+}
+
 INSTANTIATE_TEST_SUITE_P(Themes, IconContrast, ::testing::Values(Theme::Light, Theme::Dark),
                          [](const auto& info) { return theme_name(info.param).toStdString(); });
 
