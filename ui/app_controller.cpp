@@ -72,6 +72,7 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
   QString error;
   if (!chat_->setLibraryFile(db_file, &error))
     window_.setActivity(tr("The chat cannot read the library: %1").arg(error));
+  chat_->setSnapshotBudget(settings.snapshot_budget);
   window_.setChatWidget(chat_);
 
   dashboard_ = new DashboardDock();
@@ -185,6 +186,7 @@ void AppController::applySettings(const QString& settings_json) {
     window_.setActivity(tr("The new folders apply at the next start"));
   }
   settings_json_ = fromStd(app::app_settings_to_json(*s));
+  chat_->setSnapshotBudget(s->snapshot_budget);
   apply_theme(*qApp, fromStd(s->theme));
   loadModel();
 }

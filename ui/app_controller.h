@@ -3,7 +3,9 @@
 // after the window; tests make one the same way.
 //
 // Settings live in the library (app/settings/app_settings.h); --model replaces the stored
-// model and is stored as the model in use once it loads. The backend line of the status bar
+// model and is stored as the model in use once it loads. The saved-KV budget goes with every
+// question the chat asks (AskRequest::snapshot_budget); the jobs runner reads it from the
+// library at each prompt. The backend line of the status bar
 // says where the engine runs ("CUDA: ..." or "CPU — <why not CUDA>").
 #pragma once
 

@@ -4,6 +4,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QShortcut>
 #include <QTextBrowser>
@@ -210,6 +211,7 @@ void ChatPanel::setDocuments(const QList<qint64>& doc_ids) {
 
 void ChatPanel::reload() {
   entries_.clear();
+  unfolded_.clear();
   streaming_ = -1;
   chat_id_ = 0;
   if (lib_ && !doc_ids_.isEmpty()) {
@@ -249,6 +251,9 @@ void ChatPanel::reload() {
             if (app::answer_from_meta(m.meta, meta)) {
               e.header = answer_header(meta);
               e.stopped = e.stopped || meta.stopped;
+              e.early_stop = meta.early_stop;
+              e.map_reduce = meta.map_reduce;
+              e.question = lastQuestionBefore(static_cast<int>(entries_.size()));
             } else {
               e.header = tr("from the library");
             }
@@ -320,6 +325,7 @@ void ChatPanel::askQuestion(const QString& question) {
   req.doc_ids = doc_ids_;
   req.question = q;
   req.n_predict = n_predict_;
+  req.snapshot_budget = snapshot_budget_;
   running_docs_ = doc_ids_;
   plan_box_->hide();
   entries_.push_back(Entry::of(Entry::User, q));
@@ -423,9 +429,63 @@ void ChatPanel::onAnswerFinished(const app::AnswerResult& r) {
   e->citations = r.citations;
   e->header = answer_header(r);
   e->stopped = r.stopped;
+  e->early_stop = r.early_stop;
+  e->map_reduce = r.map_reduce;
+  e->question = lastQuestionBefore(static_cast<int>(e - entries_.data()));
   e->streaming = false;
   streaming_ = -1;
   render();
+}
+
+QString ChatPanel::lastQuestionBefore(int entry) const {
+  for (int i = std::min(entry, static_cast<int>(entries_.size())) - 1; i >= 0; --i)
+    if (entries_[static_cast<size_t>(i)].kind == Entry::User)
+      return entries_[static_cast<size_t>(i)].text;
+  return {};
+}
+
+bool ChatPanel::continueRequest(int entry, app::AskRequest* out) const {
+  if (entry < 0 || entry >= static_cast<int>(entries_.size())) return false;
+  const Entry& e = entries_[static_cast<size_t>(entry)];
+  if (e.kind != Entry::Assistant || e.streaming || e.question.isEmpty() || e.doc_id <= 0)
+    return false;
+  app::AskRequest req;
+  req.chat_id = chat_id_;
+  req.doc_ids = {e.doc_id};
+  req.question = e.question;
+  req.n_predict = n_predict_;
+  req.snapshot_budget = snapshot_budget_;
+  static const QRegularExpression parts(QStringLiteral("^stopped after part (\\d+) of (\\d+)$"));
+  static const QRegularExpression length(QStringLiteral("^length limit (\\d+) tokens$"));
+  if (const auto m = parts.match(e.early_stop);
+      m.hasMatch() && e.map_reduce && m.captured(1).toInt() < m.captured(2).toInt()) {
+    req.map_reduce = true;
+    req.continue_parts = true;
+  } else if (const auto l = length.match(e.early_stop); l.hasMatch()) {
+    req.n_predict = std::max(n_predict_, 2 * l.captured(1).toInt());
+    req.map_reduce = e.map_reduce;
+    req.continue_parts = e.map_reduce;  // the parts' answers are stored: only the combining
+  } else {
+    return false;
+  }
+  if (out) *out = req;
+  return true;
+}
+
+bool ChatPanel::continueAnswer(int entry) {
+  app::AskRequest req;
+  if (!worker_ || !model_ || busy_ || !continueRequest(entry, &req)) return false;
+  const QString stopped = entries_[static_cast<size_t>(entry)].early_stop;
+  running_docs_ = req.doc_ids;
+  plan_box_->hide();
+  entries_.push_back(Entry::of(Entry::User, req.question));
+  entries_.push_back(Entry::of(
+      Entry::Note, req.continue_parts && stopped.startsWith(QLatin1String("stopped after"))
+                       ? tr("Continuing (%1): the finished parts are kept.").arg(stopped)
+                       : tr("Continuing with room for %1 answer tokens.").arg(req.n_predict)));
+  render();
+  worker_->ask(req);
+  return true;
 }
 
 void ChatPanel::onAnswerFailed(const QString& message) {
@@ -435,8 +495,21 @@ void ChatPanel::onAnswerFailed(const QString& message) {
     e.header = tr("failed");
     streaming_ = -1;
   }
-  entries_.push_back(Entry::of(Entry::Error, message));
+  entries_.push_back(Entry::of(Entry::Error, appWording(message)));
   render();
+}
+
+void ChatPanel::addNotice(const QString& text, bool error) {
+  entries_.push_back(Entry::of(error ? Entry::Error : Entry::Note, appWording(text)));
+  render();
+}
+
+QString ChatPanel::appWording(QString message) {
+  // The ask pipeline's messages are the CLI's too; in the app, say what to click instead.
+  message.replace(QLatin1String("(ingest with --ocr)"),
+                  tr("(right-click the document in the library and choose “Read scanned pages "
+                     "with OCR”)"));
+  return message;
 }
 
 void ChatPanel::onNote(const QString& text) {
@@ -471,6 +544,15 @@ void ChatPanel::onBusyChanged(bool busy) {
 void ChatPanel::onAnchorClicked(const QUrl& url) {
   if (url.scheme() == QLatin1String("copy")) {
     copyAnswer(url.path().toInt());
+    return;
+  }
+  if (url.scheme() == QLatin1String("notices")) {
+    unfolded_.insert(url.path().toInt());
+    render();
+    return;
+  }
+  if (url.scheme() == QLatin1String("continue")) {
+    continueAnswer(url.path().toInt());
     return;
   }
   if (url.scheme() != QLatin1String("cite")) return;
@@ -589,6 +671,10 @@ QString ChatPanel::entryHtml(int index, const Entry& e) const {
                       .arg(QLatin1String(kWarnColor), tr("stopped"));
       if (!e.streaming)
         header += QStringLiteral(" · <a href=\"copy:%1\">%2</a>").arg(index).arg(tr("Copy"));
+      if (continueRequest(index, nullptr))
+        header += QStringLiteral(" · <a href=\"continue:%1\"><b>%2</b></a>")
+                      .arg(index)
+                      .arg(tr("Continue"));
       // A streamed answer's paragraph must exist even while empty (pieces are appended to the
       // document's last block): a zero-width space holds it.
       const QString body =
@@ -611,8 +697,49 @@ QString ChatPanel::entryHtml(int index, const Entry& e) const {
 void ChatPanel::render() {
   QString html = helpHtml();
   if (model_ || !entries_.empty()) {
-    for (size_t i = 0; i < entries_.size(); ++i)
-      html += entryHtml(static_cast<int>(i), entries_[i]);
+    const int n = static_cast<int>(entries_.size());
+    const auto is_notice = [this](int i) {
+      const Entry::Kind k = entries_[static_cast<size_t>(i)].kind;
+      return k == Entry::Note || k == Entry::Error;
+    };
+    for (int i = 0; i < n;) {
+      if (!is_notice(i)) {
+        html += entryHtml(i, entries_[static_cast<size_t>(i)]);
+        ++i;
+        continue;
+      }
+      // A run of notices between questions and answers: repeats counted ("×3"), and all but
+      // the last kShownNotices folded behind a link until it is clicked.
+      struct Group {
+        int first, count;
+      };
+      std::vector<Group> groups;
+      const int run_start = i;
+      for (; i < n && is_notice(i); ++i) {
+        const Entry& e = entries_[static_cast<size_t>(i)];
+        if (!groups.empty()) {
+          const Entry& last = entries_[static_cast<size_t>(groups.back().first)];
+          if (last.kind == e.kind && last.text == e.text) {
+            ++groups.back().count;
+            continue;
+          }
+        }
+        groups.push_back({i, 1});
+      }
+      const int n_groups = static_cast<int>(groups.size());
+      const int folded = unfolded_.contains(run_start) ? 0 : std::max(0, n_groups - kShownNotices);
+      if (folded > 0)
+        html +=
+            QStringLiteral(
+                "<p style=\"color:gray; font-size:small\"><a href=\"notices:%1\">%2</a></p>")
+                .arg(run_start)
+                .arg(folded == 1 ? tr("1 earlier notice") : tr("%1 earlier notices").arg(folded));
+      for (int g = folded; g < n_groups; ++g) {
+        Entry e = entries_[static_cast<size_t>(groups[g].first)];
+        if (groups[g].count > 1) e.text += QStringLiteral(" ×%1").arg(groups[g].count);
+        html += entryHtml(groups[g].first, e);
+      }
+    }
   }
   view_->setHtml(html);
   export_->setEnabled(!entries_.empty());

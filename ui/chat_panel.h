@@ -21,6 +21,7 @@
 #pragma once
 
 #include <QList>
+#include <QSet>
 #include <QString>
 #include <QWidget>
 #include <memory>
@@ -63,6 +64,22 @@ class ChatPanel final : public QWidget {
   QList<qint64> documents() const { return doc_ids_; }
   /// Answer length in tokens at most (default 256).
   void setMaxAnswerTokens(int n) { n_predict_ = n; }
+  /// An engine message as the chat shows it: hints that name a CLI flag name what to click
+  /// in the app instead ("ingest with --ocr" -> the library's "Read scanned pages with OCR").
+  static QString appWording(QString message);
+  /// The request continueAnswer(`entry`) sends; false when answer `entry` is not one that
+  /// stopped early (map-reduce after part K of N, or the length limit).
+  bool continueRequest(int entry, app::AskRequest* out) const;
+  /// Notices shown at once in a run of them (the older ones fold behind "N earlier notices").
+  static constexpr int kShownNotices = 3;
+  /// Adds a notice to the chat (an error when `error`), as the run's notes and errors are:
+  /// a repeat of the one before is counted ("×3") instead of shown again.
+  void addNotice(const QString& text, bool error);
+  /// Entries shown (questions, answers, notes), for tests.
+  int entryCount() const { return static_cast<int>(entries_.size()); }
+  /// The snapshot budget questions are asked with (bytes; 0: the default), from Settings.
+  void setSnapshotBudget(qint64 bytes) { snapshot_budget_ = bytes; }
+  qint64 snapshotBudget() const { return snapshot_budget_; }
   /// The chat shown (0: none yet: the first question creates it).
   qint64 chatId() const { return chat_id_; }
 
@@ -93,6 +110,12 @@ class ChatPanel final : public QWidget {
   void stop();
   /// Copies answer `entry` to the clipboard (its Copy link).
   void copyAnswer(int entry);
+  /// Continues answer `entry` (its Continue link): a map-reduce answer stopped after part K of
+  /// N asks again with continue_parts (the stored parts are kept, the run resumes at part
+  /// K + 1); an answer cut by the length limit is asked again with twice the room (greedy
+  /// answers repeat their start, so it goes on where it was cut; the document's saved KV makes
+  /// the prefill cheap). False when the entry cannot be continued or nothing can ask now.
+  bool continueAnswer(int entry);
   /// Asks for a file and exports the chat there (the Export button).
   void exportChat();
 
@@ -112,6 +135,9 @@ class ChatPanel final : public QWidget {
     QString header;  // assistant: tokens in context, prefill, saved KV, decode speed
     bool stopped = false;
     bool streaming = false;
+    QString early_stop;       // assistant: "stopped after part 2 of 6", "length limit 256 tokens"
+    bool map_reduce = false;  // assistant: answered over parts
+    QString question;         // assistant: the question it answers
     static Entry of(Kind kind, const QString& text) {
       Entry e;
       e.kind = kind;
@@ -137,6 +163,7 @@ class ChatPanel final : public QWidget {
 
   void reload();
   void render();
+  QString lastQuestionBefore(int entry) const;
   QString entryHtml(int index, const Entry& e) const;
   QString answerHtml(int index, const Entry& e) const;
   QString helpHtml() const;
@@ -159,6 +186,8 @@ class ChatPanel final : public QWidget {
   QString model_error_;
   bool busy_ = false;
   int n_predict_ = 256;
+  qint64 snapshot_budget_ = 0;
+  QSet<int> unfolded_;  // first entries of notice runs the user unfolded
 
   QLabel* scope_ = nullptr;
   QTextBrowser* view_ = nullptr;

@@ -455,5 +455,155 @@ TEST_F(ChatTest, WithoutAModelTheChatSaysHowToGetOne) {
   EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("No model is loaded")));
 }
 
+TEST_F(ChatTest, AScannedDocumentsHintSaysWhatToClickNotACliFlag) {
+  app::DocumentRecord d;
+  d.title = "Scan";
+  d.sha256 = std::string(64, 's');
+  app::PageRecord page;
+  page.page_no = 1;
+  page.scanned = true;  // an image without a text layer, not read with OCR
+  auto doc_id = lib_->add_document(d, {page});
+  ASSERT_TRUE(doc_id) << doc_id.error().message;
+  app::EngineWorker w(params());
+  ChatPanel p;
+  setUpPanel(p, &w, *doc_id);
+  load(w, 2048);
+  QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+  p.askQuestion(QStringLiteral("What does it say?"));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return failed.count() > 0; }, 60000));
+  // The engine's message names the CLI flag; the chat names the library's menu entry.
+  EXPECT_TRUE(failed.first().first().toString().contains(QLatin1String("--ocr")));
+  const QString text = p.view()->toPlainText();
+  EXPECT_TRUE(text.contains(QStringLiteral(
+      "it needs OCR (right-click the document in the library and choose “Read scanned pages "
+      "with OCR”)")))
+      << text.toStdString();
+  EXPECT_FALSE(text.contains(QLatin1String("--ocr"))) << text.toStdString();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 60000));
+}
+
+// The link of `href_prefix` in the chat view, clicked as a user would.
+bool clickLink(ChatPanel& p, const QString& href_prefix) {
+  for (QTextBlock b = p.view()->document()->begin(); b.isValid(); b = b.next()) {
+    for (auto it = b.begin(); !it.atEnd(); ++it) {
+      const QTextFragment f = it.fragment();
+      if (!f.charFormat().isAnchor() || !f.charFormat().anchorHref().startsWith(href_prefix))
+        continue;
+      QTextCursor c(p.view()->document());
+      c.setPosition(f.position() + 1);
+      p.view()->setTextCursor(c);
+      p.view()->ensureCursorVisible();
+      QTest::mouseClick(p.view()->viewport(), Qt::LeftButton, Qt::NoModifier,
+                        p.view()->cursorRect(c).center());
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST_F(ChatTest, AStoppedMapReduceAnswerShowsItsPartsAndContinueResumesAtTheNextPart) {
+  const int64_t doc_id = addStory(3, 'c');
+  auto chat = lib_->create_chat(doc_id, "Lily and the ball");
+  ASSERT_TRUE(chat);
+  ASSERT_TRUE(lib_->add_message(*chat, "user", "Where did she play?"));
+  app::AnswerResult stopped;
+  stopped.stopped = true;
+  stopped.map_reduce = true;
+  stopped.n_parts = 5;
+  stopped.early_stop = QStringLiteral("stopped after part 2 of 5");
+  ASSERT_TRUE(lib_->add_message(*chat, "assistant",
+                                "(page 1)\nIn the park.\n\n(page 2)\nWith Tom.\n\n"
+                                "[stopped: stopped after part 2 of 5]",
+                                app::answer_meta_json(stopped)));
+  // A plain answer next to it has no Continue.
+  ASSERT_TRUE(lib_->add_message(*chat, "user", "What color is the ball?"));
+  ASSERT_TRUE(lib_->add_message(*chat, "assistant", "Red.", app::answer_meta_json({})));
+
+  app::EngineWorker w(params());
+  ChatPanel p;
+  p.setMaxAnswerTokens(16);
+  p.setSnapshotBudget(int64_t{64} << 20);
+  setUpPanel(p, &w, doc_id);
+  load(w, 2048);
+  ASSERT_EQ(p.entryCount(), 4);
+  // The finished parts are shown with where it stopped, and only that answer continues.
+  const QString text = p.view()->toPlainText();
+  for (const char* kept : {"(page 1)", "In the park.", "(page 2)", "With Tom."})
+    EXPECT_TRUE(text.contains(QLatin1String(kept))) << kept << " in: " << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("ended early: stopped after part 2 of 5")))
+      << text.toStdString();
+  app::AskRequest req;
+  ASSERT_TRUE(p.continueRequest(1, &req));
+  EXPECT_FALSE(p.continueRequest(3, nullptr));
+  EXPECT_FALSE(p.continueRequest(0, nullptr));  // a question
+  EXPECT_EQ(text.count(QStringLiteral("Continue")), 1) << text.toStdString();
+
+  QSignalSpy plans(&w, &app::EngineWorker::planReady);
+  QSignalSpy finished(&w, &app::EngineWorker::answerFinished);
+  QSignalSpy failed(&w, &app::EngineWorker::answerFailed);
+  ASSERT_TRUE(clickLink(p, QStringLiteral("continue:")));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return plans.count() > 0; }, 60000));
+  const auto sent = plans.first().at(1).value<app::AskRequest>();
+  EXPECT_TRUE(sent.continue_parts);
+  EXPECT_TRUE(sent.map_reduce);
+  EXPECT_EQ(sent.question, QStringLiteral("Where did she play?"));
+  EXPECT_EQ(sent.doc_ids, QList<qint64>{doc_id});
+  EXPECT_EQ(sent.chat_id, *chat);
+  EXPECT_EQ(sent.snapshot_budget, int64_t{64} << 20);
+  EXPECT_TRUE(p.view()->toPlainText().contains(
+      QStringLiteral("Continuing (stopped after part 2 of 5): the finished parts are kept.")))
+      << p.view()->toPlainText().toStdString();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return finished.count() + failed.count() > 0; }, 120000));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 60000));
+}
+
+TEST_F(ChatTest, AnAnswerCutByTheLengthLimitContinuesWithTwiceTheRoom) {
+  const int64_t doc_id = addStory(1, 'd');
+  auto chat = lib_->create_chat(doc_id, "Lily and the ball");
+  ASSERT_TRUE(chat);
+  ASSERT_TRUE(lib_->add_message(*chat, "user", "Tell the story."));
+  app::AnswerResult cut;
+  cut.early_stop = QStringLiteral("length limit 48 tokens");
+  ASSERT_TRUE(lib_->add_message(*chat, "assistant", "Once upon a time, Lily had a re",
+                                app::answer_meta_json(cut)));
+  ChatPanel p;
+  p.setMaxAnswerTokens(32);
+  setUpPanel(p, nullptr, doc_id);
+  app::AskRequest req;
+  ASSERT_TRUE(p.continueRequest(1, &req));
+  EXPECT_EQ(req.n_predict, 96);
+  EXPECT_FALSE(req.continue_parts);
+  EXPECT_EQ(req.question, QStringLiteral("Tell the story."));
+  EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("Continue")));
+  EXPECT_FALSE(p.continueAnswer(1));  // no worker: nothing is asked
+}
+
+TEST_F(ChatTest, RepeatedNoticesAreCountedAndOlderOnesFold) {
+  const int64_t doc_id = addStory(1, 'f');
+  ChatPanel p;
+  setUpPanel(p, nullptr, doc_id);
+  // Asked three times without a model: one error line, counted.
+  for (int i = 0; i < 3; ++i) p.askQuestion(QStringLiteral("Hello?"));
+  QString text = p.view()->toPlainText();
+  EXPECT_EQ(text.count(QStringLiteral("No model is loaded")), 1) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("Settings > Model. ×3"))) << text.toStdString();
+
+  // Five different notices after it: the last three shown, the three before folded (the
+  // counted error is one of them), a click on the fold shows them all.
+  for (int i = 1; i <= 5; ++i) p.addNotice(QStringLiteral("notice %1").arg(i), false);
+  text = p.view()->toPlainText();
+  EXPECT_TRUE(text.contains(QStringLiteral("3 earlier notices"))) << text.toStdString();
+  for (const char* shown : {"notice 3", "notice 4", "notice 5"})
+    EXPECT_TRUE(text.contains(QLatin1String(shown))) << shown;
+  for (const char* folded : {"notice 1", "notice 2", "No model is loaded"})
+    EXPECT_FALSE(text.contains(QLatin1String(folded))) << folded;
+  ASSERT_TRUE(clickLink(p, QStringLiteral("notices:")));
+  text = p.view()->toPlainText();
+  EXPECT_FALSE(text.contains(QStringLiteral("earlier notice"))) << text.toStdString();
+  for (const char* all : {"notice 1", "notice 2", "notice 5", "Settings > Model. ×3"})
+    EXPECT_TRUE(text.contains(QString::fromUtf8(all))) << all;
+  EXPECT_EQ(p.entryCount(), 8);  // every notice is kept, only shown folded
+}
+
 }  // namespace
 }  // namespace spw::ui

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <climits>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include <QThread>
 #include <QVBoxLayout>
 
+#include "app/runtime/snapshot_budget.h"
 #include "app/settings/app_settings.h"
 #include "ui/theme.h"
 
@@ -96,6 +98,9 @@ QString short_reason(const app::DiscoveredModel& m) {
 
 int clamp_int(int64_t v) { return static_cast<int>(std::min<int64_t>(v, INT_MAX)); }
 
+// A saved-KV budget smaller than this would remove every document's snapshot at each ask.
+constexpr int64_t kMinSnapshotBudget = int64_t{16} << 20;
+
 }  // namespace
 
 struct SettingsDialog::Impl {
@@ -125,6 +130,8 @@ struct SettingsDialog::Impl {
   // Folders & look
   QLineEdit* data_dir = nullptr;
   QLineEdit* cache_dir = nullptr;
+  QLineEdit* snapshot_budget = nullptr;
+  QLabel* snapshot_usage = nullptr;
   QComboBox* theme = nullptr;
   // Bottom
   QLabel* load_note = nullptr;
@@ -171,7 +178,27 @@ struct SettingsDialog::Impl {
     if (e.kv.spill_dir.empty() && e.kv.disk_budget > 0)
       e.kv.spill_dir = !s.cache_dir.empty() ? s.cache_dir : ss(params.default_cache_dir);
     s.theme = ss(theme->currentData().toString());
+    if (auto b = app::parse_budget(ss(snapshot_budget->text()), 0); !b.ok()) {
+      if (error && error->isEmpty())
+        *error = QStringLiteral("Saved KV budget: ") + qs(b.error().message);
+    } else if (*b > 0 && *b < kMinSnapshotBudget) {
+      if (error && error->isEmpty())
+        *error = QStringLiteral(
+                     "Saved KV budget: %1 is less than the smallest budget, %2 (leave "
+                     "it empty for the default)")
+                     .arg(qs(app::format_budget(*b, "", true)),
+                          qs(app::format_budget(kMinSnapshotBudget, "", true)));
+    } else {
+      s.snapshot_budget = *b;
+    }
     return s;
+  }
+
+  // The snapshot folder of the cache folder the widgets show (or its default).
+  std::filesystem::path snapshot_dir() const {
+    const QString cache = cache_dir->text().trimmed().isEmpty() ? params.default_cache_dir
+                                                                : cache_dir->text().trimmed();
+    return std::filesystem::path(ss(cache)) / "snapshots";
   }
 
   // Runs `work` on a new QThread and `done(result)` back on the GUI thread (if the dialog
@@ -404,6 +431,22 @@ void SettingsDialog::buildFoldersPage(QWidget* page) {
   auto* form = new QFormLayout(page);
   form->addRow(tr("Data folder"), folder_row(d.data_dir, tr("Data folder")));
   form->addRow(tr("Cache folder"), folder_row(d.cache_dir, tr("Cache folder")));
+  // The saved KV of documents (app/runtime/snapshot_budget.h): its budget and what it takes.
+  d.snapshot_budget = line(
+      "snapshotBudget",
+      tr("default: %1")
+          .arg(qs(app::format_budget(app::default_snapshot_budget(d.snapshot_dir()), "", true))));
+  d.snapshot_budget->setToolTip(
+      tr("Disk space for the saved KV of documents (a second question on a document starts "
+         "from it), e.g. 8G or 512M; the least recently used files are removed first. Empty: "
+         "4 GiB, at most a tenth of the free space."));
+  d.snapshot_usage = new QLabel;
+  d.snapshot_usage->setObjectName(QStringLiteral("snapshotUsage"));
+  auto* budget_box = new QVBoxLayout;
+  budget_box->setSpacing(2);
+  budget_box->addWidget(d.snapshot_budget);
+  budget_box->addWidget(d.snapshot_usage);
+  form->addRow(tr("Saved KV budget"), budget_box);
   auto* note = new QLabel(
       tr("The data folder holds the library and job results; the cache folder holds saved KV "
          "and spill files. Empty fields use the defaults shown. Folder changes take effect the "
@@ -411,7 +454,7 @@ void SettingsDialog::buildFoldersPage(QWidget* page) {
   note->setWordWrap(true);
   form->addRow(note);
   form->addRow(tr("Theme"), d.theme);
-  for (QLineEdit* e : {d.data_dir, d.cache_dir})
+  for (QLineEdit* e : {d.data_dir, d.cache_dir, d.snapshot_budget})
     connect(e, &QLineEdit::textChanged, this, &SettingsDialog::revalidate);
   connect(d.theme, &QComboBox::currentIndexChanged, this, &SettingsDialog::revalidate);
 }
@@ -439,6 +482,7 @@ void SettingsDialog::loadIntoWidgets() {
   }
   d.data_dir->setText(qs(s.data_dir));
   d.cache_dir->setText(qs(s.cache_dir));
+  d.snapshot_budget->setText(qs(app::format_budget(s.snapshot_budget, "", true)));
   select_data(d.theme, qs(s.theme));
   setModel(qs(e.model_path), QString());
 }
@@ -456,6 +500,10 @@ void SettingsDialog::revalidate() {
   d.validation->setText(error);
   d.validation->setVisible(!error.isEmpty());
   d.buttons->button(QDialogButtonBox::Ok)->setEnabled(error.isEmpty());
+  // What the saved KV takes now, against the budget typed (or the default).
+  const std::filesystem::path dir = d.snapshot_dir();
+  d.snapshot_usage->setText(qs(app::snapshot_usage_text(
+      app::snapshot_usage(dir), app::effective_snapshot_budget(s.snapshot_budget, dir))));
 }
 
 QString SettingsDialog::currentJson() const {

@@ -1,5 +1,6 @@
 // Settings: the model (GGUF files discovered in the usual folders, or one chosen by hand), the
-// engine's memory and speed settings, the data and cache folders and the theme.
+// engine's memory and speed settings, the data and cache folders, the saved-KV budget (a size
+// such as 8G; empty: the default; with what the saved KV takes now) and the theme.
 //
 // The dialog edits a copy of the settings given as JSON (app/settings/app_settings.h) and, on
 // OK, emits settingsChanged() with the new JSON and applies the theme; the window that opened it

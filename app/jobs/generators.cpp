@@ -11,6 +11,7 @@
 #include "app/jobs/runner.h"
 #include "app/remote/openai_client.h"
 #include "app/runtime/engine.h"
+#include "app/settings/app_settings.h"
 #include "app/store/library.h"
 
 namespace spw::app {
@@ -126,6 +127,9 @@ class LocalGenerator final : public Generator {
     a.sampling.seed = req.seed;
     a.map_reduce = req.map_reduce;
     a.snapshot_dir = snapshots_;
+    // The budget of Settings (read at each prompt: the desktop app may change it while its
+    // runner works); unreadable settings leave the default.
+    if (auto st = load_app_settings(*lib_); st) a.snapshot_budget = st->snapshot_budget;
     a.continue_parts = req.continue_parts;
     RunCallbacks cb;
     cb.cancelled = req.cancelled;

@@ -337,6 +337,7 @@ struct EngineWorker::Core final : QObject {
     ask.map_reduce = req.map_reduce;
     ask.continue_parts = req.continue_parts;
     ask.continue_answer = req.continue_answer;
+    ask.snapshot_budget = req.snapshot_budget;
     if (!params.snapshot_dir.isEmpty()) {
       std::error_code ec;
       std::filesystem::create_directories(params.snapshot_dir.toStdString(), ec);

@@ -67,6 +67,9 @@ struct AskRequest {
   /// Continue a whole-document answer stopped at its length limit (or by Stop) from its kept KV
   /// with up to n_predict more tokens (DocumentAsk::continue_answer).
   bool continue_answer = false;
+  /// Bytes of saved document KV kept in the snapshot folder (AppSettings::snapshot_budget; the
+  /// least recently used files go first); 0: app/runtime/snapshot_budget.h's default.
+  qint64 snapshot_budget = 0;
 };
 
 /// One `[p. N] "quote"` of an answer, checked against the page (app/ask/citations.h).

@@ -1,0 +1,101 @@
+// The app controller's settings path: the saved-KV budget typed in Settings is stored in the
+// library, read again by the next start, and every question the chat asks carries it to the
+// engine worker (AskRequest::snapshot_budget, the planner's echo of the request).
+#include "ui/app_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <QSignalSpy>
+#include <QTest>
+
+#include "app/settings/app_settings.h"
+#include "app/store/library.h"
+#include "app/worker/engine_worker.h"
+#include "tests/support/test_model.h"
+#include "ui/chat_panel.h"
+#include "ui/main_window.h"
+
+namespace spw::ui {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(AppController, TheSavedKvBudgetOfSettingsIsStoredReloadedAndAskedWith) {
+  TempDir dir{"spillway-controller-ui"};
+  const fs::path root(dir.path());
+  const fs::path data = root / "data", cache = root / "cache";
+  fs::create_directories(data);
+  const std::string model = (root / "m.gguf").string();
+  TestModelSpec spec;
+  spec.n_ctx = 2048;
+  ASSERT_TRUE(write_test_model(spec, model).ok());
+  int64_t doc_id = 0;
+  {
+    auto lib = app::Library::open(app::library_db_file(data));
+    ASSERT_TRUE(lib.ok()) << lib.error().message;
+    app::DocumentRecord d;
+    d.title = "Lease";
+    d.sha256 = std::string(64, 'c');
+    app::PageRecord p;
+    p.page_no = 1;
+    p.text = p.original_text = "The term of this lease is two years.";
+    auto id = (*lib)->add_document(d, {p});
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    doc_id = *id;
+  }
+  MainWindowParams wp;
+  wp.version = QStringLiteral("test");
+  wp.data_dir = QString::fromStdString(data.string());
+  wp.add_sample = false;
+  wp.restore_layout = false;
+  AppControllerParams cp;
+  cp.data_dir = wp.data_dir;
+  cp.cache_dir = QString::fromStdString(cache.string());
+  cp.model_path = QString::fromStdString(model);
+  cp.run_jobs = false;
+  constexpr int64_t kBudget = int64_t{96} << 20;
+
+  {
+    MainWindow w(wp);
+    AppController c(w, cp);
+    EXPECT_EQ(c.chat()->snapshotBudget(), 0);  // nothing stored: the default
+    auto s = app::app_settings_from_json(c.settingsJson().toStdString());
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    s->snapshot_budget = kBudget;
+    c.applySettings(QString::fromStdString(app::app_settings_to_json(*s)));
+    EXPECT_EQ(c.chat()->snapshotBudget(), kBudget);
+  }
+  // In SQLite, as the next start and `spillway-cli ask` read it.
+  {
+    auto lib = app::Library::open(app::library_db_file(data));
+    ASSERT_TRUE(lib.ok()) << lib.error().message;
+    auto stored = app::load_app_settings(**lib);
+    ASSERT_TRUE(stored.ok()) << stored.error().message;
+    EXPECT_EQ(stored->snapshot_budget, kBudget);
+  }
+
+  // The next start reads it, and a question goes to the worker with it.
+  MainWindow w(wp);
+  AppController c(w, cp);
+  EXPECT_EQ(c.chat()->snapshotBudget(), kBudget);
+  QSignalSpy loaded(c.worker(), &app::EngineWorker::modelLoaded);
+  QSignalSpy failed(c.worker(), &app::EngineWorker::modelFailed);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return loaded.count() + failed.count() > 0; }, 60000));
+  ASSERT_EQ(failed.count(), 0) << failed.at(0).at(0).toString().toStdString();
+  QSignalSpy plans(c.worker(), &app::EngineWorker::planReady);
+  c.chat()->setDocuments({doc_id});
+  c.chat()->askQuestion(QStringLiteral("How long is the term?"));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return plans.count() > 0; }, 60000));
+  const auto req = plans.first().at(1).value<app::AskRequest>();
+  EXPECT_EQ(req.snapshot_budget, kBudget);
+  EXPECT_EQ(req.doc_ids, QList<qint64>{doc_id});
+  c.worker()->stop();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return !c.worker()->isBusy(); }, 60000));
+}
+
+}  // namespace
+}  // namespace spw::ui
