@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include <QApplication>
+#include <QDockWidget>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -18,6 +20,7 @@
 #include "tests/support/test_model.h"
 #include "ui/chat_panel.h"
 #include "ui/main_window.h"
+#include "ui/page_viewer.h"
 
 namespace spw::ui {
 namespace {
@@ -95,6 +98,55 @@ TEST(AppController, TheSavedKvBudgetOfSettingsIsStoredReloadedAndAskedWith) {
   EXPECT_EQ(req.doc_ids, QList<qint64>{doc_id});
   c.worker()->stop();
   ASSERT_TRUE(QTest::qWaitFor([&] { return !c.worker()->isBusy(); }, 60000));
+}
+
+// The whole window (chat, dashboard and jobs widgets in their docks) at a small size: it is
+// the size asked for (the docks' minimum sizes fit), the side docks narrow with the window and
+// the page is shown at a readable fit-width zoom; the library's badges stay in view.
+TEST(AppController, SmallWindowsKeepTheirSizeAndTheDocksLeaveRoomForThePage) {
+  for (const QSize size : {QSize(1024, 640), QSize(800, 500)}) {
+    SCOPED_TRACE(std::to_string(size.width()) + "x" + std::to_string(size.height()));
+    TempDir dir{"spillway-small-ui"};
+    const fs::path root(dir.path());
+    fs::create_directories(root / "data");
+    MainWindowParams wp;
+    wp.version = QStringLiteral("test");
+    wp.data_dir = QString::fromStdString((root / "data").string());
+    wp.add_sample = false;
+    wp.files = {QString::fromStdString(
+        (fs::path(SPILLWAY_SOURCE_DIR) / "resources/sample/spillway-sample-contract.pdf")
+            .string())};
+    AppControllerParams cp;
+    cp.data_dir = wp.data_dir;
+    cp.cache_dir = QString::fromStdString((root / "cache").string());
+    cp.run_jobs = false;
+    MainWindow w(wp);
+    AppController c(w, cp);
+    w.resize(size);
+    QSignalSpy shown(w.pageViewer(), &PageViewer::pageShown);
+    w.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    ASSERT_TRUE(shown.count() > 0 || shown.wait(60000)) << "the page was never shown";
+    QApplication::processEvents();
+    EXPECT_EQ(w.size(), size) << "minimum " << w.minimumSizeHint().width() << "x"
+                              << w.minimumSizeHint().height() << "; jobs dock min "
+                              << w.jobsDock()->minimumSizeHint().width() << ", memory dock min "
+                              << w.dashboardDock()->minimumSizeHint().width() << ", chat min "
+                              << w.chatDock()->minimumSizeHint().height();
+    EXPECT_TRUE(w.docksFollowWindowSize());
+    const MainWindow::DockSizes want = MainWindow::dockSizesFor(size);
+    // The side docks narrow with the window (down to their minimum widths at 800 px).
+    const int lib_w = std::max(want.library, w.libraryDock()->minimumSizeHint().width());
+    const int chat_w = std::max(want.chat, w.chatDock()->minimumSizeHint().width());
+    EXPECT_NEAR(w.libraryDock()->width(), lib_w, 12);
+    EXPECT_NEAR(w.chatDock()->width(), chat_w, 12);
+    EXPECT_LE(w.libraryDock()->width() + w.chatDock()->width(), size.width() * 11 / 20);
+    EXPECT_GE(w.pageViewer()->width(), size.width() * 2 / 5);
+    if (size.width() >= 1024) EXPECT_GE(w.pageViewer()->zoom(), 0.5);
+    // Every dock inside the window.
+    for (QDockWidget* d : {w.libraryDock(), w.chatDock(), w.dashboardDock(), w.jobsDock()})
+      EXPECT_TRUE(w.rect().contains(d->geometry())) << d->objectName().toStdString();
+  }
 }
 
 }  // namespace

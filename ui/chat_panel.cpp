@@ -123,6 +123,10 @@ ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
   stop_ = new QPushButton(tr("Stop"), this);
   stop_->setObjectName(QStringLiteral("chatStop"));
   stop_->setToolTip(tr("Stop the answer (Esc); what it has so far is kept"));
+  // As narrow as their words (the style's minimum is 80 px each), so the chat dock of a small
+  // window leaves room for the page.
+  for (QPushButton* b : {ask_, stop_})
+    b->setMinimumWidth(b->fontMetrics().horizontalAdvance(b->text()) + 24);
   row->addWidget(input_, 1);
   row->addWidget(ask_, 0, Qt::AlignBottom);
   row->addWidget(stop_, 0, Qt::AlignBottom);

@@ -1,6 +1,7 @@
 #include "ui/ingest_progress.h"
 
 #include <QFileInfo>
+#include <QFontMetrics>
 #include <QGridLayout>
 #include <QIcon>
 #include <QLabel>
@@ -63,10 +64,12 @@ void IngestProgressPanel::addJob(qint64 id, const QString& path) {
 
   auto* name = new QLabel(row.frame);
   const QString file = QFileInfo(path).fileName();
-  name->setText(fontMetrics().elidedText(file, Qt::ElideMiddle, 220));
   QFont bold = name->font();
   bold.setBold(true);
   name->setFont(bold);
+  // Elided short enough for the library dock of an 800-px window; the whole name on hover.
+  name->setText(QFontMetrics(bold).elidedText(file, Qt::ElideMiddle, 140));
+  name->setToolTip(file);
   grid->addWidget(name, 0, 1);
 
   row.close = new QToolButton(row.frame);

@@ -21,6 +21,7 @@
 #include <QTextBrowser>
 #include <QThread>
 #include <QTimer>
+#include <QToolBar>
 #include <QVBoxLayout>
 
 #include "app/store/display_title.h"
@@ -168,11 +169,15 @@ JobsDock::JobsDock(const JobsDockParams& params, QWidget* parent)
     if (exportJob(id, out)) d_->info->setText(tr("Job %1 exported to %2").arg(id).arg(out));
   });
 
-  auto* buttons = new QHBoxLayout;
+  // A tool bar, not a row of buttons: in a narrow dock the buttons that do not fit go behind
+  // its » menu instead of widening the window (seven buttons are ~600 px).
+  auto* buttons = new QToolBar;
+  buttons->setObjectName(QStringLiteral("jobsButtons"));
+  buttons->setFloatable(false);
+  buttons->setMovable(false);
   for (QPushButton* b :
        {d.new_batch, d.run_now, d.pause, d.cancel, d.retry, d.export_btn, d.open_result})
     buttons->addWidget(b);
-  buttons->addStretch(1);
 
   d.error = new QLabel;
   d.error->setObjectName(QStringLiteral("jobsError"));
@@ -196,6 +201,9 @@ JobsDock::JobsDock(const JobsDockParams& params, QWidget* parent)
   auto* split = new QSplitter(Qt::Vertical);
   split->setObjectName(QStringLiteral("jobsSplit"));
   split->setChildrenCollapsible(false);
+  // A header and a row each at least: the dock fits the bottom of a 500-px-high window.
+  for (QTableWidget* table : {t, static_cast<QTableWidget*>(d.docs_table)})
+    table->setMinimumHeight(table->horizontalHeader()->sizeHint().height() + 12);
   split->addWidget(t);
   split->addWidget(docs);
   split->setStretchFactor(0, 1);
@@ -204,7 +212,7 @@ JobsDock::JobsDock(const JobsDockParams& params, QWidget* parent)
   auto* body = new QWidget;
   auto* layout = new QVBoxLayout(body);
   layout->setContentsMargins(4, 4, 4, 4);
-  layout->addLayout(buttons);
+  layout->addWidget(buttons);
   layout->addWidget(split, 1);
   layout->addWidget(d.error);
   layout->addWidget(d.info);

@@ -98,15 +98,25 @@ class DocumentDelegate final : public QStyledItemDelegate {
     const QFontMetrics sfm(small);
     int x = r.left();
     const int y = r.top() + fm.height() + 3;
-    const QString subtitle = index.data(kSubtitleRole).toString();
+    // The badges (warnings: over context, scanned) before the page count: in a narrow list the
+    // count is elided, or left out, to keep them in view.
+    const QStringList badge_list = index.data(kBadgesRole).toStringList();
+    int badges_w = 0;
+    for (const QString& badge : badge_list) badges_w += sfm.horizontalAdvance(badge) + 16;
+    QString subtitle = index.data(kSubtitleRole).toString();
+    const int room = r.width() - badges_w - 8;
+    if (sfm.horizontalAdvance(subtitle) > room)
+      subtitle = room > sfm.horizontalAdvance(QStringLiteral("4 p…"))
+                     ? sfm.elidedText(subtitle, Qt::ElideRight, room)
+                     : QString();
     QColor dim = text;
     dim.setAlphaF(0.7f);
     p->setPen(dim);
     p->drawText(QRect(x, y, r.width(), sfm.height() + 2), Qt::AlignLeft | Qt::AlignVCenter,
                 subtitle);
-    x += sfm.horizontalAdvance(subtitle) + 8;
+    if (!subtitle.isEmpty()) x += sfm.horizontalAdvance(subtitle) + 8;
     p->setRenderHint(QPainter::Antialiasing);
-    for (const QString& badge : index.data(kBadgesRole).toStringList()) {
+    for (const QString& badge : badge_list) {
       const int w = sfm.horizontalAdvance(badge) + 12;
       if (x + w > r.right()) break;
       const QRectF pill(x, y, w, sfm.height() + 2);

@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include <algorithm>
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
@@ -15,6 +17,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QResizeEvent>
 #include <QStatusBar>
 #include <QStyle>
 #include <QTimer>
@@ -271,14 +274,33 @@ void MainWindow::buildMenus() {
                   });
 }
 
-void MainWindow::restoreLayout() {
-  resize(kDefaultWidth, kDefaultHeight);
-  resizeDocks({library_dock_, chat_dock_}, {320, 380}, Qt::Horizontal);
+MainWindow::DockSizes MainWindow::dockSizesFor(QSize size) {
+  DockSizes d;
+  // 2 px of each side dock per 5 px the window is narrower than 1280.
+  const int narrower = std::max(0, kDefaultWidth - size.width());
+  d.library = std::clamp(320 - narrower * 2 / 5, 150, 320);
+  d.chat = std::clamp(380 - narrower * 2 / 5, 190, 380);
+  d.bottom = std::max(120, size.height() / 4);
+  return d;
+}
+
+void MainWindow::resizeEvent(QResizeEvent* event) {
+  QMainWindow::resizeEvent(event);
+  if (!docks_follow_size_) return;
+  // Until the user lays the docks out, they keep their share of a smaller or larger window
+  // (a 1024-px window keeps the page readable at fit width instead of squeezing it).
+  const QSize size = event->size();
+  const DockSizes d = dockSizesFor(size);
+  resizeDocks({library_dock_, chat_dock_}, {d.library, d.chat}, Qt::Horizontal);
+  resizeDocks({memory_dock_, jobs_dock_}, {size.width() * 3 / 5, size.width() * 2 / 5},
+              Qt::Horizontal);
   // The page gets most of the height: the bottom docks start at a quarter of it (their size
   // is kept with the layout once changed); the dashboard scrolls its charts.
-  resizeDocks({memory_dock_, jobs_dock_}, {kDefaultWidth * 3 / 5, kDefaultWidth * 2 / 5},
-              Qt::Horizontal);
-  resizeDocks({memory_dock_}, {kDefaultHeight / 4}, Qt::Vertical);
+  resizeDocks({memory_dock_}, {d.bottom}, Qt::Vertical);
+}
+
+void MainWindow::restoreLayout() {
+  resize(kDefaultWidth, kDefaultHeight);
   if (!lib_ || !params_.restore_layout) return;
   auto geometry = lib_->setting(kGeometryKey);
   auto state = lib_->setting(kStateKey);
@@ -286,7 +308,7 @@ void MainWindow::restoreLayout() {
     restoreGeometry(QByteArray::fromBase64(QByteArray::fromStdString(**geometry)));
   }
   if (state && *state) {
-    restoreState(QByteArray::fromBase64(QByteArray::fromStdString(**state)));
+    docks_follow_size_ = !restoreState(QByteArray::fromBase64(QByteArray::fromStdString(**state)));
   }
 }
 
@@ -616,6 +638,9 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
   // Children that accept drops themselves (the search box, the chat's text box) would swallow a
   // dropped file; files go to the library from anywhere in this window.
   const auto type = event->type();
+  // A press on the window itself (not on a child) is on a dock separator: the user lays the
+  // docks out from now on.
+  if (type == QEvent::MouseButtonPress && watched == this) docks_follow_size_ = false;
   if (type == QEvent::DragEnter || type == QEvent::DragMove || type == QEvent::Drop) {
     auto* w = qobject_cast<QWidget*>(watched);
     if (w && w != this && w->window() == this) {

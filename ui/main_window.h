@@ -16,6 +16,7 @@
 #include <QHash>
 #include <QList>
 #include <QMainWindow>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 
@@ -54,6 +55,16 @@ class MainWindow final : public QMainWindow {
  public:
   static constexpr int kDefaultWidth = 1280;
   static constexpr int kDefaultHeight = 800;
+  /// The docks' starting sizes for a window of `size`: the library and chat widths (320 and 380
+  /// in the 1280-px layout, each 2 px narrower per 5 px of a narrower window, at least 150 and
+  /// 190, so the page keeps about half the width) and the bottom docks' height (a quarter).
+  struct DockSizes {
+    int library = 0, chat = 0, bottom = 0;
+  };
+  static DockSizes dockSizesFor(QSize size);
+  /// Whether the docks still follow the window's size (no saved layout was restored and no dock
+  /// separator has been dragged).
+  bool docksFollowWindowSize() const { return docks_follow_size_; }
   /// Library settings keys.
   static constexpr const char* kGeometryKey = "ui.geometry";         // base64 saveGeometry()
   static constexpr const char* kStateKey = "ui.window_state";        // base64 saveState()
@@ -74,6 +85,7 @@ class MainWindow final : public QMainWindow {
   void setChatWidget(QWidget* widget);
   void setDashboardWidget(QWidget* widget);
   void setJobsWidget(QWidget* widget);
+  QDockWidget* libraryDock() const { return library_dock_; }
   QDockWidget* chatDock() const { return chat_dock_; }
   QDockWidget* dashboardDock() const { return memory_dock_; }
   QDockWidget* jobsDock() const { return jobs_dock_; }
@@ -131,6 +143,7 @@ class MainWindow final : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   bool eventFilter(QObject* watched, QEvent* event) override;
@@ -173,6 +186,7 @@ class MainWindow final : public QMainWindow {
   bool screenshot_signalled_ = false;
   bool startup_done_ = false;
   bool closing_ = false;
+  bool docks_follow_size_ = true;
 };
 
 }  // namespace spw::ui
