@@ -465,10 +465,14 @@ bool ChatPanel::continueRequest(int entry, app::AskRequest* out) const {
       m.hasMatch() && e.map_reduce && m.captured(1).toInt() < m.captured(2).toInt()) {
     req.map_reduce = true;
     req.continue_parts = true;
-  } else if (const auto l = length.match(e.early_stop); l.hasMatch()) {
+  } else if (const auto l = length.match(e.early_stop); l.hasMatch() && !e.map_reduce) {
+    req.continue_answer = true;  // the cut answer's tokens are kept: up to n_predict more
+  } else if (l.hasMatch()) {
+    // A combined map-reduce answer is not continued from its tokens: asked again with twice the
+    // room (the parts' answers are stored: only the combining runs again).
     req.n_predict = std::max(n_predict_, 2 * l.captured(1).toInt());
-    req.map_reduce = e.map_reduce;
-    req.continue_parts = e.map_reduce;  // the parts' answers are stored: only the combining
+    req.map_reduce = true;
+    req.continue_parts = true;
   } else {
     return false;
   }
@@ -486,6 +490,8 @@ bool ChatPanel::continueAnswer(int entry) {
   entries_.push_back(Entry::of(
       Entry::Note, req.continue_parts && stopped.startsWith(QLatin1String("stopped after"))
                        ? tr("Continuing (%1): the finished parts are kept.").arg(stopped)
+                   : req.continue_answer
+                       ? tr("Continuing the answer for up to %1 more tokens.").arg(req.n_predict)
                        : tr("Continuing with room for %1 answer tokens.").arg(req.n_predict)));
   render();
   worker_->ask(req);

@@ -112,9 +112,10 @@ class ChatPanel final : public QWidget {
   void copyAnswer(int entry);
   /// Continues answer `entry` (its Continue link): a map-reduce answer stopped after part K of
   /// N asks again with continue_parts (the stored parts are kept, the run resumes at part
-  /// K + 1); an answer cut by the length limit is asked again with twice the room (greedy
-  /// answers repeat their start, so it goes on where it was cut; the document's saved KV makes
-  /// the prefill cheap). False when the entry cannot be continued or nothing can ask now.
+  /// K + 1); an answer cut by the length limit goes on from its kept tokens for up to the
+  /// answer length more (continue_answer: only the question and the kept answer are prefilled
+  /// on the document's saved KV), a combined map-reduce answer cut so is asked again with twice
+  /// the room. False when the entry cannot be continued or nothing can ask now.
   bool continueAnswer(int entry);
   /// Asks for a file and exports the chat there (the Export button).
   void exportChat();

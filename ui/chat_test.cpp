@@ -557,7 +557,7 @@ TEST_F(ChatTest, AStoppedMapReduceAnswerShowsItsPartsAndContinueResumesAtTheNext
   ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 60000));
 }
 
-TEST_F(ChatTest, AnAnswerCutByTheLengthLimitContinuesWithTwiceTheRoom) {
+TEST_F(ChatTest, AnAnswerCutByTheLengthLimitContinuesFromItsKeptTokens) {
   const int64_t doc_id = addStory(1, 'd');
   auto chat = lib_->create_chat(doc_id, "Lily and the ball");
   ASSERT_TRUE(chat);
@@ -571,8 +571,10 @@ TEST_F(ChatTest, AnAnswerCutByTheLengthLimitContinuesWithTwiceTheRoom) {
   setUpPanel(p, nullptr, doc_id);
   app::AskRequest req;
   ASSERT_TRUE(p.continueRequest(1, &req));
-  EXPECT_EQ(req.n_predict, 96);
+  EXPECT_EQ(req.n_predict, 32);  // up to this many more
+  EXPECT_TRUE(req.continue_answer);
   EXPECT_FALSE(req.continue_parts);
+  EXPECT_FALSE(req.map_reduce);
   EXPECT_EQ(req.question, QStringLiteral("Tell the story."));
   EXPECT_TRUE(p.view()->toPlainText().contains(QStringLiteral("Continue")));
   EXPECT_FALSE(p.continueAnswer(1));  // no worker: nothing is asked
