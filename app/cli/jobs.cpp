@@ -82,13 +82,40 @@ std::string task_text(const app::JobSpec& s) {
   return "";
 }
 
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The state word, with what is known beside it: "queued (paused)", "running (runner gone)".
 std::string state_text(const app::JobRecord& j) {
   std::string s = app::job_state_name(j.state);
   if (j.paused) s += " (paused)";
+  if (app::runner_health(j, now_ms()).gone) s += " (runner gone)";
   return s;
 }
 
+// `jobs show`'s first line: the state word, and for a running job whose runner is gone (killed,
+// crashed, its machine off) that nobody works on it and how it goes on.
+std::string show_state_line(const app::JobRecord& j, const app::RunnerHealth& h) {
+  std::string s = app::job_state_name(j.state);
+  if (j.paused) s += " (paused)";
+  if (!h.gone) return s;
+  const int64_t silent_s = h.silent_ms / 1000;
+  if (j.lease_owner.empty()) {
+    s += " (no runner holds it";
+  } else if (h.ended) {
+    s += fmt::format(" (its runner, process {}, has ended; it last reported {} s ago", h.pid,
+                     silent_s);
+  } else {
+    s += fmt::format(" (its runner has not reported for {} s", silent_s);
+  }
+  return s + "; the next `jobs run-due` resumes it)";
+}
+
 nlohmann::json job_json(const app::JobRecord& j) {
+  const app::RunnerHealth h = app::runner_health(j, now_ms());
   nlohmann::json o;
   o["id"] = j.id;
   o["title"] = j.spec.title;
@@ -108,13 +135,20 @@ nlohmann::json job_json(const app::JobRecord& j) {
   o["started"] = j.started;
   o["finished"] = j.finished;
   o["lease_owner"] = j.lease_owner;
+  // A running job nobody works on (its lease expired or its process ended); seconds since the
+  // lease holder last reported (null without a lease).
+  o["runner_gone"] = h.gone;
+  o["runner_ended"] = h.ended;
+  o["runner_silent_s"] =
+      j.lease_owner.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.silent_ms / 1000.0);
   o["tokens_per_s"] = j.tokens_per_s;
   return o;
 }
 
 // "part 3 of 5, prefill 1,024/1,730 tokens, ETA 2m10s": where a document's run is (or was when
 // it stopped), from its progress row.
-std::string progress_text(const app::JobDocumentProgress& p) {
+// `with_eta` false: a run that is not going on (its runner is gone) has no ETA.
+std::string progress_text(const app::JobDocumentProgress& p, bool with_eta) {
   std::vector<std::string> bits;
   if (p.n_prompts > 1) bits.push_back(fmt::format("prompt {} of {}", p.prompt + 1, p.n_prompts));
   if (p.n_parts > 0) {
@@ -129,7 +163,7 @@ std::string progress_text(const app::JobDocumentProgress& p) {
     if (p.tokens_total > 0) t += "/" + kv::group_thousands(p.tokens_total);
     bits.push_back(t + " tokens");
   }
-  if (p.eta_s >= 0) bits.push_back("ETA " + app::format_eta(p.eta_s));
+  if (with_eta && p.eta_s >= 0) bits.push_back("ETA " + app::format_eta(p.eta_s));
   std::string out;
   for (const std::string& b : bits) out += (out.empty() ? "" : ", ") + b;
   return out;
@@ -316,7 +350,8 @@ int run_show(const JobsArgs& a) {
     std::printf("%s\n", o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
-  std::printf("%s\n", state_text(*j).c_str());
+  const app::RunnerHealth health = app::runner_health(*j, now_ms());
+  std::printf("%s\n", show_state_line(*j, health).c_str());
   std::printf("job %lld: %s\n", static_cast<long long>(j->id), j->spec.title.c_str());
   std::printf("task: %s\n", task_text(j->spec).c_str());
   std::printf("model: %s%s\n", j->spec.model_path.c_str(),
@@ -324,15 +359,8 @@ int run_show(const JobsArgs& a) {
   std::printf("schedule: %s; priority %d\n", schedule_text(*j).c_str(), j->spec.priority);
   std::printf("documents: %d of %d done, %d failed\n", j->n_done, j->n_docs, j->n_failed);
   if (!j->reason.empty()) std::printf("reason: %s\n", j->reason.c_str());
-  if (!j->lease_owner.empty()) {
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    std::printf("runner: %s%s\n", j->lease_owner.c_str(),
-                j->lease_expires_ms < now_ms
-                    ? " (gone: its lease expired; the next run-due resumes the job)"
-                    : "");
-  }
+  if (!j->lease_owner.empty())
+    std::printf("runner: %s%s\n", j->lease_owner.c_str(), health.gone ? " (gone)" : "");
   if (j->tokens_per_s > 0) std::printf("speed: %.1f tokens/s\n", j->tokens_per_s);
   for (const auto& d : *docs) {
     std::string line = fmt::format("  {}. document {} \"{}\": {}", d.position + 1, d.doc_id,
@@ -344,9 +372,10 @@ int run_show(const JobsArgs& a) {
       line += fmt::format(" ({} tokens{}{})", d.generated_tokens, parts,
                           d.reused_snapshot ? ", saved KV reused" : "");
     } else if (d.progress.known && d.state != app::DocState::Failed) {
-      const std::string where = progress_text(d.progress);
-      if (!where.empty())
-        line += (d.state == app::DocState::Running ? ": " : ": stopped at ") + where;
+      // A running document whose runner is gone stopped where its progress row says.
+      const bool live = d.state == app::DocState::Running && !health.gone;
+      const std::string where = progress_text(d.progress, live);
+      if (!where.empty()) line += (live ? ": " : ": stopped at ") + where;
     }
     if (!d.reason.empty()) line += ": " + d.reason;
     if (d.attempts > 1) line += fmt::format(" [{} attempts]", d.attempts);

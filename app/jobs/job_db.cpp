@@ -1,6 +1,12 @@
 // The runner's side of the job store (app/jobs/job_store.h): connections, job rows, leases,
 // claims and result writes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -573,5 +579,33 @@ Status requeue_job(sqlite3* db, int64_t id, const std::string& owner) {
 }
 
 }  // namespace jobs_db
+
+bool lease_holder_ended(const std::string& owner, int64_t* pid_out) {
+  const size_t last = owner.rfind(':');
+  if (last == std::string::npos || last == 0) return false;
+  const size_t mid = owner.rfind(':', last - 1);
+  if (mid == std::string::npos) return false;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || owner.substr(0, mid) != host) return false;
+  const std::string pid_text = owner.substr(mid + 1, last - mid - 1);
+  char* end = nullptr;
+  const long pid = std::strtol(pid_text.c_str(), &end, 10);
+  if (pid_text.empty() || *end != '\0' || pid <= 0) return false;
+  *pid_out = pid;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+RunnerHealth runner_health(const JobRecord& j, int64_t now_ms) {
+  RunnerHealth h;
+  if (j.state != JobState::Running) return h;
+  if (j.lease_owner.empty()) {
+    h.gone = true;
+    return h;
+  }
+  h.silent_ms = std::max<int64_t>(0, now_ms - j.lease_heartbeat_ms);
+  h.ended = lease_holder_ended(j.lease_owner, &h.pid);
+  h.gone = h.ended || j.lease_expires_ms <= now_ms;
+  return h;
+}
 
 }  // namespace spw::app

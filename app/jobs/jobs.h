@@ -179,6 +179,22 @@ struct JobResult {
   int64_t created = 0;                 // unix seconds
 };
 
+/// Whether the lease holder `owner` (a runner's default owner id "<host>:<pid>:<random>") is a
+/// process of this host that has ended; its pid in *pid_out when the id names one of this host.
+/// Unknown (another host, another form of id): false.
+bool lease_holder_ended(const std::string& owner, int64_t* pid_out);
+
+/// What `jobs show` and the Jobs dock say of a running job's runner.
+struct RunnerHealth {
+  bool gone = false;      // its lease expired, or its process has ended: nobody works on the job
+  bool ended = false;     // the holder is a process of this host that has ended (pid below)
+  int64_t pid = 0;        // the holder's pid when its id names one of this host; 0: unknown
+  int64_t silent_ms = 0;  // since its last heartbeat (0 without a lease)
+};
+/// The runner health of job `j` at `now_ms`. Only a running job has a runner: for any other
+/// state `gone` is false. A running job without a lease row is gone.
+RunnerHealth runner_health(const JobRecord& j, int64_t now_ms);
+
 /// The facts a due check needs, so tests can pass their own.
 struct DueContext {
   int64_t now = 0;               // unix seconds

@@ -141,24 +141,6 @@ std::string place_text(const JobDocumentProgress& p) {
   return part.empty() ? std::string("its start") : part;
 }
 
-// Whether the lease holder `owner` (default_owner's "<host>:<pid>:<random>") is a process of
-// this host that has ended: its lease can only expire. Unknown (another host, another form):
-// false.
-bool holder_gone(const std::string& owner, int64_t* pid_out) {
-  const size_t last = owner.rfind(':');
-  if (last == std::string::npos || last == 0) return false;
-  const size_t mid = owner.rfind(':', last - 1);
-  if (mid == std::string::npos) return false;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || owner.substr(0, mid) != host) return false;
-  const std::string pid_text = owner.substr(mid + 1, last - mid - 1);
-  char* end = nullptr;
-  const long pid = std::strtol(pid_text.c_str(), &end, 10);
-  if (pid_text.empty() || *end != '\0' || pid <= 0) return false;
-  *pid_out = pid;
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
 }  // namespace
 
 struct Runner::Impl {
@@ -534,7 +516,7 @@ Expected<int64_t> Runner::Impl::wait_for_dead_leases(const DueContext& ctx,
     if (tried.count(j.id) || j.lease_owner == owner) continue;
     const int64_t left = std::max<int64_t>(0, j.lease_expires_ms - now);
     int64_t pid = 0;
-    const bool gone = holder_gone(j.lease_owner, &pid);
+    const bool gone = lease_holder_ended(j.lease_owner, &pid);
     const bool wait = gone && left <= opt.lease_ms;
     if (wait) wait_ms = std::max(wait_ms, left + 50);
     if (!lease_noted.insert({j.id, j.lease_owner}).second) continue;

@@ -389,9 +389,16 @@ TEST_F(CliJobs, AMapReduceDocumentKilledAfterAPartResumesAtTheNextPart) {
   EXPECT_EQ(at_kill["progress"]["n_parts"], n_parts);
   const std::vector<std::string> parts_at_kill = stored_parts(data_);
   EXPECT_GE(parts_at_kill.size(), static_cast<size_t>(done_at_kill));
+  // The killed runner is gone (its process ended): said so, where it stopped, and no ETA.
+  EXPECT_EQ(j["runner_gone"], true) << j.dump(1);
+  EXPECT_EQ(j["runner_ended"], true) << j.dump(1);
   const CliResult mid = run(with_data({"jobs", "show", std::to_string(id)}));
-  EXPECT_NE(mid.out.find("\"Long lease\": running: part "), std::string::npos) << mid.out;
+  EXPECT_EQ(mid.out.rfind("running (its runner, process ", 0), 0u) << mid.out;
+  EXPECT_NE(mid.out.find("; the next `jobs run-due` resumes it)\n"), std::string::npos) << mid.out;
+  EXPECT_NE(mid.out.find("\"Long lease\": running: stopped at part "), std::string::npos)
+      << mid.out;
   EXPECT_NE(mid.out.find(" of " + std::to_string(n_parts) + " ("), std::string::npos) << mid.out;
+  EXPECT_EQ(mid.out.find("ETA"), std::string::npos) << mid.out;
 
   // At once: the dead runner's lease is waited for, then the job resumes. The wait is said
   // when the lease was still running as the new run-due started: its last heartbeat was at most
@@ -434,6 +441,82 @@ TEST_F(CliJobs, AMapReduceDocumentKilledAfterAPartResumesAtTheNextPart) {
   EXPECT_EQ(d["progress"]["parts_done"], n_parts);
   const CliResult shown = run(with_data({"jobs", "show", std::to_string(id)}));
   EXPECT_NE(shown.out.find(fmt_parts(n_parts, kept)), std::string::npos) << shown.out;
+}
+
+// A running job's runner as `jobs show` tells it, from the lease row: a runner of another host
+// whose lease expired, a process of this host that has ended (its lease not expired yet), and a
+// live one (this test's own process). Only the live one's document shows an ETA.
+TEST_F(CliJobs, ShowSaysWhenARunningJobsRunnerIsGone) {
+  const auto docs = ingest(1);
+  const int64_t id = add_job(docs);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const auto set_lease = [&](const std::string& owner, int64_t heartbeat_ms, int64_t expires_ms) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((data_ / "library.sqlite3").c_str(), &db), SQLITE_OK);
+    const std::string sql =
+        "UPDATE jobs SET state = 'running'; UPDATE job_documents SET state = 'running', owner = '" +
+        owner +
+        "'; INSERT OR REPLACE INTO job_document_progress (job_id, doc_id, phase, tokens_done, "
+        "tokens_total, eta_s, updated_ms) VALUES (1, 1, 'decode', 5, 24, 90, 1); INSERT OR "
+        "REPLACE INTO job_leases (job_id, owner, heartbeat_ms, expires_ms) VALUES (1, '" +
+        owner + "', " + std::to_string(heartbeat_ms) + ", " + std::to_string(expires_ms) + ")";
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << err;
+    sqlite3_free(err);
+    sqlite3_close(db);
+  };
+  const auto show_text = [&] { return run(with_data({"jobs", "show", std::to_string(id)})).out; };
+
+  // Another host's runner, last heard of 42 s ago, its lease expired 30 s ago.
+  set_lease("elsewhere:1:0000abcd", now - 42000, now - 30000);
+  std::string out = show_text();
+  const std::string head = "running (its runner has not reported for ";
+  ASSERT_EQ(out.rfind(head, 0), 0u) << out;
+  const int silent = std::stoi(out.substr(head.size()));
+  EXPECT_GE(silent, 42) << out;
+  EXPECT_LT(silent, 42 + 600) << out;  // the seconds since the heartbeat, not since 1970
+  EXPECT_NE(out.find(" s; the next `jobs run-due` resumes it)\njob 1: "), std::string::npos) << out;
+  EXPECT_NE(out.find("runner: elsewhere:1:0000abcd (gone)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(": running: stopped at decode 5/24 tokens\n"), std::string::npos) << out;
+  nlohmann::json j = show(id);
+  EXPECT_EQ(j["runner_gone"], true);
+  EXPECT_EQ(j["runner_ended"], false);
+  EXPECT_GE(j["runner_silent_s"].get<double>(), 42.0);
+  EXPECT_EQ(run(with_data({"jobs", "list"})).out.find("running (runner gone)") != std::string::npos,
+            true);
+
+  // A process of this host that has ended: gone although its lease runs 10 minutes more.
+  const std::string ended = std::string(host) + ":" + std::to_string(dead) + ":00001234";
+  set_lease(ended, now - 3000, now + 600000);
+  out = show_text();
+  EXPECT_EQ(out.rfind("running (its runner, process " + std::to_string(dead) +
+                          ", has ended; it last reported ",
+                      0),
+            0u)
+      << out;
+  EXPECT_NE(out.find(" s ago; the next `jobs run-due` resumes it)\n"), std::string::npos) << out;
+  j = show(id);
+  EXPECT_EQ(j["runner_gone"], true);
+  EXPECT_EQ(j["runner_ended"], true);
+
+  // A live runner (this process) with a live lease: running, with its ETA.
+  const std::string live = std::string(host) + ":" + std::to_string(::getpid()) + ":00005678";
+  set_lease(live, now, now + 600000);
+  out = show_text();
+  EXPECT_EQ(out.rfind("running\njob 1: ", 0), 0u) << out;
+  EXPECT_NE(out.find("runner: " + live + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(": running: decode 5/24 tokens, ETA 1m30s\n"), std::string::npos) << out;
+  j = show(id);
+  EXPECT_EQ(j["runner_gone"], false);
+  EXPECT_EQ(j["runner_ended"], false);
 }
 
 TEST_F(CliJobs, SigtermPutsTheJobBackInTheQueue) {
