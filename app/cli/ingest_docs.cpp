@@ -41,6 +41,24 @@ Expected<std::unique_ptr<Library>> open_library(const std::string& data_dir) {
   return Library::open(app::library_db_file(paths->data_dir));
 }
 
+enum class Access { Read, Remove };
+
+// The library of a command that only reads it (list, show, search), or removes a document: an
+// existing database is opened without the data folder's write check, read-only for reading, so
+// these work in a read-only folder or on a full disk (where `docs remove` is how a user frees
+// space). Without a database yet, as every other command: the folders are made and checked.
+Expected<std::unique_ptr<Library>> open_existing_library(const std::string& data_dir,
+                                                         Access access) {
+  app::PathOverrides o;
+  o.data_dir = data_dir;
+  auto paths = app::resolve_paths(o, app::PathEnv::from_process());
+  if (!paths) return paths.error();
+  const std::filesystem::path file = app::library_db_file(paths->data_dir);
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return open_library(data_dir);
+  return access == Access::Read ? Library::open_read_only(file) : Library::open(file);
+}
+
 nlohmann::json document_json(const DocumentRecord& d) {
   return {{"id", d.id},
           {"title", d.title},
@@ -230,7 +248,7 @@ SavedKv saved_kv(Library& lib, const std::string& data_dir) {
   app::PathOverrides o;
   o.data_dir = data_dir;
   SavedKv out;
-  auto paths = app::prepare_paths(o);
+  auto paths = app::resolve_paths(o, app::PathEnv::from_process());
   if (!paths) return out;
   const std::filesystem::path dir = paths->cache_dir / "snapshots";
   auto settings = app::load_app_settings(lib);
@@ -344,10 +362,24 @@ int docs_search(Library& lib, const DocsArgs& a) {
   return 0;
 }
 
+// A failed removal; on a full disk (or one that takes no write), what the removal needs.
+std::string remove_error(const DocsArgs& a, const std::string& m) {
+  if (m.find("disk is full") == std::string::npos && m.find("disk I/O error") == std::string::npos)
+    return m;
+  app::PathOverrides o;
+  o.data_dir = a.data_dir;
+  auto paths = app::resolve_paths(o, app::PathEnv::from_process());
+  return fmt::format(
+      "cannot remove document {}: {} (the database writes the change to its journal first, "
+      "which needs a little free space on the disk of {}; free some, for instance saved KV "
+      "under the cache folder's snapshots, and try again)",
+      a.id, m, paths ? paths->data_dir.string() : std::string("the data folder"));
+}
+
 int docs_remove(Library& lib, const DocsArgs& a) {
   auto doc = lib.document(a.id);
   if (!doc) return fail(doc.error().message);
-  if (auto s = lib.remove_document(a.id); !s) return fail(s.error().message);
+  if (auto s = lib.remove_document(a.id); !s) return fail(remove_error(a, s.error().message));
   if (a.json) {
     std::printf("%s\n", dump({{"removed", a.id}, {"title", doc->title}}).c_str());
     return 0;
@@ -360,8 +392,8 @@ int docs_remove(Library& lib, const DocsArgs& a) {
 }  // namespace
 
 int run_docs(const DocsArgs& a) {
-  auto lib = open_library(a.data_dir);
-  if (!lib) return fail(lib.error().message);
+  auto lib = open_existing_library(a.data_dir, *a.remove ? Access::Remove : Access::Read);
+  if (!lib) return fail(*a.remove ? remove_error(a, lib.error().message) : lib.error().message);
   if (*a.list) return docs_list(**lib, a);
   if (*a.show) return docs_show(**lib, a);
   if (*a.search) return docs_search(**lib, a);

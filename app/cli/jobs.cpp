@@ -51,6 +51,21 @@ Expected<Opened> open_store(const JobsArgs& a) {
   return Opened{*paths, std::move(*store)};
 }
 
+// `jobs list` and `jobs show` only read: an existing library is opened read-only, without the
+// data folder's write check, so they work in a read-only folder or on a full disk.
+Expected<Opened> open_store_to_read(const JobsArgs& a) {
+  app::PathOverrides po;
+  po.data_dir = a.data_dir;
+  auto paths = app::resolve_paths(po, app::PathEnv::from_process());
+  if (!paths) return paths.error();
+  const fs::path file = app::library_db_file(paths->data_dir);
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return open_store(a);  // none yet: made as by any command
+  auto store = app::JobStore::open_read_only(file);
+  if (!store) return store.error();
+  return Opened{*paths, std::move(*store)};
+}
+
 std::string schedule_text(const app::JobRecord& j) {
   const app::Schedule& s = j.spec.schedule;
   switch (s.kind) {
@@ -279,7 +294,7 @@ int run_add(const JobsArgs& a) {
 // --- list / show -------------------------------------------------------------------------------
 
 int run_list(const JobsArgs& a) {
-  auto opened = open_store(a);
+  auto opened = open_store_to_read(a);
   if (!opened) return fail(opened.error().message);
   auto jobs = opened->store->jobs();
   if (!jobs) return fail(jobs.error().message);
@@ -303,7 +318,7 @@ int run_list(const JobsArgs& a) {
 }
 
 int run_show(const JobsArgs& a) {
-  auto opened = open_store(a);
+  auto opened = open_store_to_read(a);
   if (!opened) return fail(opened.error().message);
   app::JobStore& store = *opened->store;
   auto j = store.job(a.id);

@@ -229,7 +229,12 @@ int main(int argc, char** argv) {
   // The commands that only read a model (info, tokenize, chat-template) or plan need no data
   // folder of their own: they run where it cannot be created or written (a read-only HOME or
   // --data-dir). The others create it here, or say which folder is not writable.
-  const bool reads_only = *c_info || *c_tok || *c_chat || *c_plan;
+  // The library's reading commands (and `docs remove`, which frees space) check an existing
+  // library themselves: they open it read-only, so a read-only folder or a full disk is fine.
+  const bool library_reader =
+      *c_docs ||
+      (*c_jobs && (jobs.self->got_subcommand("list") || jobs.self->got_subcommand("show")));
+  const bool reads_only = *c_info || *c_tok || *c_chat || *c_plan || library_reader;
   if (!data_dir.empty() && !reads_only) {
     spw::app::PathOverrides o;
     o.data_dir = data_dir;

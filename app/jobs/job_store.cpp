@@ -187,6 +187,19 @@ Expected<std::unique_ptr<JobStore>> JobStore::open(const std::filesystem::path& 
   return s;
 }
 
+Expected<std::unique_ptr<JobStore>> JobStore::open_read_only(const std::filesystem::path& db_file) {
+  {
+    auto lib = Library::open_read_only(db_file);  // the schema check
+    if (!lib) return lib.error();
+  }
+  auto db = open_read_only_connection(db_file, 5000);
+  if (!db) return db.error();
+  std::unique_ptr<JobStore> s(new JobStore());
+  s->impl_->db = *db;
+  s->impl_->file = db_file;
+  return s;
+}
+
 const std::filesystem::path& JobStore::file() const { return impl_->file; }
 sqlite3* JobStore::handle() { return impl_->db; }
 void JobStore::set_clock(std::function<int64_t()> now_s) { impl_->clock = std::move(now_s); }

@@ -220,6 +220,10 @@ class JobStore final {
   /// Opens the library database `db_file` (created and migrated as Library::open does) with a
   /// connection of its own. Errors name the file.
   static Expected<std::unique_ptr<JobStore>> open(const std::filesystem::path& db_file);
+  /// Opens an existing library database for reading only (Library::open_read_only's rules: a
+  /// read-only folder or a full disk is fine; nothing is created or migrated). Only the reading
+  /// calls (jobs, job, documents, results, due_jobs, leased_jobs) work on it.
+  static Expected<std::unique_ptr<JobStore>> open_read_only(const std::filesystem::path& db_file);
   ~JobStore();
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;

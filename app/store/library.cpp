@@ -277,6 +277,110 @@ Expected<std::unique_ptr<Library>> Library::open(const std::filesystem::path& db
   return lib;
 }
 
+namespace {
+
+// A file: URI for sqlite3_open_v2 (characters URIs give meaning to percent-encoded).
+std::string file_uri(const std::filesystem::path& file, std::string_view query) {
+  std::string out = "file:";
+  for (const char c : file.string()) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '%' || c == '?' || c == '#' || u < 0x20 || u == 0x7f) {
+      out += fmt::format("%{:02X}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out + "?" + std::string(query);
+}
+
+Expected<sqlite3*> open_uri(const std::string& uri, const std::filesystem::path& file) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Error e = make_error("cannot open the library database '{}': {}", file.string(),
+                         db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return e;
+  }
+  return db;
+}
+
+// The first read of a WAL database maps its -shm file: it fails here when that file cannot be
+// made.
+Status first_read(sqlite3* db) {
+  auto st = Stmt::prepare(db, "SELECT COUNT(*) FROM sqlite_master");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<sqlite3*> open_read_only_connection(const std::filesystem::path& db_file,
+                                             int busy_timeout_ms) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(db_file, ec))
+    return make_error("there is no library database '{}'", db_file.string());
+  auto db = open_uri(file_uri(db_file, "mode=ro"), db_file);
+  if (!db) return db.error();
+  sqlite3_busy_timeout(*db, busy_timeout_ms);
+  Status st = first_read(*db);
+  if (!st) {
+    const int code = sqlite3_errcode(*db) & 0xff;
+    sqlite3_close(*db);
+    std::filesystem::path wal = db_file;
+    wal += "-wal";
+    const auto wal_bytes = std::filesystem::file_size(wal, ec);
+    const bool wal_pending = !ec && wal_bytes > 0;
+    if (wal_pending || code == SQLITE_BUSY || code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+      return make_error("library database '{}': {}", db_file.string(), st.error().message);
+    // Nothing waits in a write-ahead log: the main file holds the whole database.
+    db = open_uri(file_uri(db_file, "mode=ro&immutable=1"), db_file);
+    if (!db) return db.error();
+    if (Status again = first_read(*db); !again) {
+      sqlite3_close(*db);
+      return make_error("library database '{}': {}", db_file.string(), again.error().message);
+    }
+  }
+  if (auto s = sql::exec(*db, "PRAGMA foreign_keys = ON;", "setting up the library database"); !s) {
+    sqlite3_close(*db);
+    return make_error("library database '{}': {}", db_file.string(), s.error().message);
+  }
+  return db;
+}
+
+Expected<std::unique_ptr<Library>> Library::open_read_only(const std::filesystem::path& db_file) {
+  auto db = open_read_only_connection(db_file, 5000);
+  if (!db) return db.error();
+  std::unique_ptr<Library> lib(new Library(*db, db_file));
+  if (auto s = register_search_tokenizer(*db); !s) {
+    return make_error("library database '{}': {}", db_file.string(), s.error().message);
+  }
+  auto st = Stmt::prepare(*db, kUserVersion);
+  if (!st) return make_error("library database '{}': {}", db_file.string(), st.error().message);
+  auto row = st->step();
+  if (!row) return make_error("library database '{}': {}", db_file.string(), row.error().message);
+  const int version = st->i32(0);
+  const int newest = static_cast<int>(migrations().size());
+  if (version > newest) {
+    return make_error(
+        "library database '{}': schema version {} is newer than this Spillway knows ({}); "
+        "update Spillway",
+        db_file.string(), version, newest);
+  }
+  if (version < newest) {
+    return make_error(
+        "library database '{}' has schema version {} and this Spillway reads {}: it must be "
+        "upgraded first, which needs a writable data folder (run any command that writes, such "
+        "as `spillway-cli ingest`, once the folder is writable)",
+        db_file.string(), version, newest);
+  }
+  lib->schema_version_ = version;
+  return lib;
+}
+
 Library::~Library() { sqlite3_close(db_); }
 
 Status Library::migrate() {

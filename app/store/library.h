@@ -113,11 +113,24 @@ struct MessageRecord {
 /// The library database file inside a data folder: <data_dir>/library.sqlite3.
 std::filesystem::path library_db_file(const std::filesystem::path& data_dir);
 
+/// A read-only SQLite connection to the existing database `db_file` (foreign keys on, a busy
+/// timeout of `busy_timeout_ms`). A WAL database needs its -shm file to be read; where that file
+/// cannot be made (a read-only folder, a full disk) and no write-ahead log is pending (no -wal
+/// file, or an empty one: everything is in the main file), the file is opened immutable, which
+/// reads it without any lock file. Errors name the file.
+Expected<sqlite3*> open_read_only_connection(const std::filesystem::path& db_file,
+                                             int busy_timeout_ms);
+
 class Library final {
  public:
   /// Opens (creating if missing) the database at `db_file`, sets WAL mode and foreign keys, and
   /// migrates it to the newest schema. The parent folder must exist. Errors name the file.
   static Expected<std::unique_ptr<Library>> open(const std::filesystem::path& db_file);
+  /// Opens an existing database for reading only (open_read_only_connection): nothing is
+  /// created, migrated or written, so it works on a read-only folder or a full disk. Writes
+  /// through it fail. Errors: no such file, a schema this build cannot read without migrating
+  /// (older or newer), and SQLite's, each naming the file.
+  static Expected<std::unique_ptr<Library>> open_read_only(const std::filesystem::path& db_file);
   ~Library();
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;

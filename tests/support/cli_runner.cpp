@@ -1,5 +1,9 @@
 #include "tests/support/cli_runner.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +61,64 @@ CliResult run_cli(const std::string& binary, const std::vector<std::string>& arg
   r.err = read_file_bytes(err.string());
   fs::remove(out);
   fs::remove(err);
+  return r;
+}
+
+CliResult run_cli_file_size_limited(const std::string& binary, const std::vector<std::string>& args,
+                                    unsigned long long max_file_bytes) {
+  CliResult r;
+  int out[2], err[2];
+  if (::pipe(out) != 0) return r;
+  if (::pipe(err) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return r;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    ::dup2(null_fd, 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    for (int fd : {null_fd, out[0], out[1], err[0], err[1]}) ::close(fd);
+    ::signal(SIGXFSZ, SIG_IGN);  // ignored stays ignored across exec
+    const struct rlimit lim = {static_cast<rlim_t>(max_file_bytes),
+                               static_cast<rlim_t>(max_file_bytes)};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    std::string bin = binary;
+    argv.push_back(bin.data());
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  struct pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0 && pid > 0) {
+    if (::poll(fds, 2, -1) < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (const struct pollfd& f : fds)
+    if (f.fd >= 0) ::close(f.fd);
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
   return r;
 }
 

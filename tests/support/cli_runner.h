@@ -23,4 +23,11 @@ std::string shell_quote(const std::string& s);
 CliResult run_cli(const std::string& binary, const std::vector<std::string>& args,
                   const std::string& scratch_dir);
 
+/// Runs `binary args...` with its file size limit (RLIMIT_FSIZE) at `max_file_bytes` and SIGXFSZ
+/// ignored: a write that would grow any file past that fails (EFBIG), as writes fail on a full
+/// disk, also for root (for whom a read-only folder is not read-only). stdin is /dev/null;
+/// stdout and stderr come back through pipes, which the limit does not touch.
+CliResult run_cli_file_size_limited(const std::string& binary, const std::vector<std::string>& args,
+                                    unsigned long long max_file_bytes);
+
 }  // namespace spw
