@@ -509,7 +509,9 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   add->add_option("--temp", a.temp, "Temperature (0: greedy)")
       ->capture_default_str()
       ->check(real_range("--temp", 0, false, std::numeric_limits<double>::infinity(), false));
-  add->add_option("-s,--seed", a.seed, "Sampling seed (with --temp > 0)")->capture_default_str();
+  add->add_option("-s,--seed", a.seed, "Sampling seed (with --temp > 0; -1: random)")
+      ->capture_default_str()
+      ->check(seed_value("-s"));
   add_ctx_option(*add, a.n_ctx);
   add_threads_option(*add, a.n_threads);
   add_kv_type_options(*add, a.cache_type_k, a.cache_type_v);

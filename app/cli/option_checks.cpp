@@ -74,6 +74,22 @@ CLI::Validator count_or_unlimited(const std::string& flag, int64_t hi) {
       fmt::format("-1 or 1..{}", hi));
 }
 
+CLI::Validator seed_value(const std::string& flag) {
+  static constexpr int64_t kMaxSeed = 0xFFFFFFFFll;
+  return CLI::Validator(
+      [flag](std::string& s) -> std::string {
+        int64_t v = 0;
+        const bool ok = parse_int(s, v);
+        if (ok && (v == -1 || (v >= 0 && v <= kMaxSeed))) {
+          s = std::to_string(v == -1 ? kMaxSeed : v);  // -1: the sampler's "random"
+          return std::string();
+        }
+        return fmt::format("{} must be -1 (a random seed) or 0..{}, got {}", flag, kMaxSeed,
+                           ok ? std::to_string(v) : "'" + s + "'");
+      },
+      "-1 or 0..4294967295");
+}
+
 CLI::Validator real_range(const std::string& flag, double lo, bool lo_open, double hi,
                           bool hi_open) {
   const std::string range = interval_text(lo, lo_open, hi, hi_open);
@@ -161,7 +177,8 @@ void add_sampling_options(CLI::App& sub, SamplerParams& s) {
   sub.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalty looks back over")
       ->capture_default_str()
       ->check(int_range("--repeat-last-n", 0, kMaxInt));
-  sub.add_option("-s,--seed", s.seed, "Random seed (default: random)");
+  sub.add_option("-s,--seed", s.seed, "Sampling seed, 0..4294967295 (-1 or not given: random)")
+      ->check(seed_value("-s"));
 }
 
 int report_parse_error(CLI::App& app, const CLI::ParseError& e) {

@@ -49,6 +49,10 @@ CLI::Validator int_range(const std::string& flag, int64_t lo, int64_t hi);
 /// "-n must be -1 (until the end of text) or 1..2147483647, got 0".
 CLI::Validator count_or_unlimited(const std::string& flag, int64_t hi);
 
+/// -s,--seed: -1 (a random seed, stored as the sampler's 0xFFFFFFFF) or 0..4294967295:
+/// "-s must be -1 (a random seed) or 0..4294967295, got -2".
+CLI::Validator seed_value(const std::string& flag);
+
 /// A finite real number in [lo, hi] (an open end where `lo_open`/`hi_open`; hi may be
 /// infinity): "--top-p must be in (0, 1], got 1.5", "--temp must be at least 0, got -1".
 CLI::Validator real_range(const std::string& flag, double lo, bool lo_open, double hi,

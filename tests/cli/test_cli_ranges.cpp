@@ -74,6 +74,8 @@ const std::vector<Case>& shared_cases() {
        "--host-budget: invalid size '8Q' (use a number with K, M, G or T, e.g. 512M or 8GiB; all "
        "powers of 1024)"},
       {{"--mem-available", "0"}, "--mem-available must be at least 1 byte, got '0'"},
+      {{"-s", "-2"}, "-s must be -1 (a random seed) or 0..4294967295, got -2"},
+      {{"--seed", "4294967296"}, "-s must be -1 (a random seed) or 0..4294967295, got 4294967296"},
   };
   return cases;
 }
@@ -137,6 +139,7 @@ TEST(CliRanges, JobsAddRefusesValuesOutOfRangeAndQueuesNothing) {
                      {{"--temp", "-0.5"}, "--temp must be at least 0, got -0.5"},
                      {{"--ubatch", "0"}, "--ubatch must be 1..2147483648, got 0"},
                      {{"--idle-minutes", "-1"}, "--idle-minutes must be 0..2147483647, got -1"},
+                     {{"-s", "-5"}, "-s must be -1 (a random seed) or 0..4294967295, got -5"},
                  });
   const CliResult list = run({"jobs", "list"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
@@ -150,6 +153,12 @@ TEST(CliRanges, ValuesInRangeRun) {
                            "2", "--temp", "0", "--top-p", "1", "--ubatch", "010", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"generated_tokens\""), std::string::npos) << r.out;
+  // -s -1 is the random seed the help names (llama.cpp's spelling), and the seed's bounds run.
+  for (const char* seed : {"-1", "0", "4294967295"}) {
+    const CliResult s = run({"generate", "-m", model(), "-p", "the cat", "-t", "1", "-n", "2",
+                             "--temp", "0.8", "-s", seed});
+    EXPECT_EQ(s.exit_code, 0) << seed << ": " << s.err;
+  }
 }
 
 // A --ubatch larger than the context: refused with both numbers before the model runs.
