@@ -122,6 +122,13 @@ Status write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
   return Status::Ok();
 }
 
+// "53 50 57 4b": bytes for a message.
+std::string hex_bytes(const uint8_t* p, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += fmt::format("{}{:02x}", i ? " " : "", p[i]);
+  return out;
+}
+
 // Reads exactly n bytes at off; a short read means the file is shorter than its header says.
 Status read_at(int fd, uint64_t off, uint8_t* p, size_t n, const std::string& path) {
   while (n > 0) {
@@ -362,11 +369,18 @@ Expected<std::vector<int32_t>> load_groups(const std::string& path, uint64_t fin
 
   // Fixed header.
   uint8_t head[kHeaderBytes];
-  if (file_size < sizeof kMagic) return make_error("snapshot {} is truncated", path);
-  if (auto s = read_at(fd.fd, 0, head, sizeof kMagic, path); !s) return s.error();
-  if (std::memcmp(head, kMagic, sizeof kMagic) != 0) {
-    return make_error("{} is not a Spillway KV snapshot (bad magic)", path);
+  if (file_size == 0) return make_error("{} is empty, not a Spillway KV snapshot", path);
+  // A file that does not start as a snapshot does is another file, whatever its length.
+  const size_t n_magic = static_cast<size_t>(std::min<uint64_t>(file_size, sizeof kMagic));
+  if (auto s = read_at(fd.fd, 0, head, n_magic, path); !s) return s.error();
+  if (std::memcmp(head, kMagic, n_magic) != 0) {
+    return make_error(
+        "{} is not a Spillway KV snapshot (magic: a snapshot starts with bytes {}, this file with "
+        "{})",
+        path, hex_bytes(reinterpret_cast<const uint8_t*>(kMagic), sizeof kMagic),
+        hex_bytes(head, n_magic));
   }
+  if (file_size < sizeof kMagic) return make_error("snapshot {} is truncated", path);
   if (file_size < kHeaderBytes + kTrailerBytes) {
     return make_error("snapshot {} is truncated", path);
   }

@@ -256,7 +256,19 @@ TEST(CliKv, SnapshotRoundTripSkipsThePrefill) {
   std::ofstream(bad) << "not a snapshot";
   const CliResult r = run(with(base, {"--load-kv", bad.string()}));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find(bad.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: " + bad.string() +
+                       " is not a Spillway KV snapshot (magic: a snapshot starts with bytes 53 "
+                       "50 57 4b 56 00 00 01, this file with 6e 6f 74 20 61 20 73 6e)\n"),
+            std::string::npos)
+      << r.err;
+  // A file shorter than the magic is not called a truncated snapshot either.
+  std::ofstream(bad, std::ios::trunc) << "hi\n";
+  const CliResult short_file = run(with(base, {"--load-kv", bad.string()}));
+  EXPECT_EQ(short_file.exit_code, 1);
+  EXPECT_NE(short_file.err.find(" is not a Spillway KV snapshot (magic: a snapshot starts with "
+                                "bytes 53 50 57 4b 56 00 00 01, this file with 68 69 0a)\n"),
+            std::string::npos)
+      << short_file.err;
 }
 
 TEST(CliKv, ApproximateModesAreLabelled) {

@@ -314,18 +314,39 @@ TEST_F(SnapshotTest, TruncatedFilesAreRefused) {
   ASSERT_GT(n, 80 + 4 * 150 + 16 + 100u);
   const std::string cut = dir_.file("cut.kvsnap");
   for (const size_t len :
-       {size_t{0}, size_t{4}, size_t{8}, size_t{12}, size_t{40}, size_t{79}, size_t{80}, size_t{81},
+       {size_t{4}, size_t{8}, size_t{12}, size_t{40}, size_t{79}, size_t{80}, size_t{81},
         size_t{80 + 4 * 75}, size_t{80 + 4 * 150}, size_t{80 + 4 * 150 + 8},
         size_t{80 + 4 * 150 + 9}, n / 2, n - 9, n - 8, n - 1}) {
     SCOPED_TRACE(len);
     write_bytes(cut, std::vector<uint8_t>(bytes.begin(), bytes.begin() + len));
     expect_refused(cut, "truncated");
   }
+  write_bytes(cut, {});
+  expect_refused(cut, " is empty, not a Spillway KV snapshot");
   // And bytes after the checksum.
   auto longer = bytes;
   longer.push_back(0);
   write_bytes(cut, longer);
   expect_refused(cut, "corrupted");
+}
+
+// A file that is not a snapshot at all (text, a short file) is named as such with the bytes it
+// starts with, not as a truncated snapshot.
+TEST_F(SnapshotTest, AFileThatIsNotASnapshotSaysSoWithItsFirstBytes) {
+  const std::string other = dir_.file("notes.txt");
+  const std::string text = "hello world\n";
+  write_bytes(other, std::vector<uint8_t>(text.begin(), text.end()));
+  expect_refused(other,
+                 other +
+                     " is not a Spillway KV snapshot (magic: a snapshot starts with bytes 53 50 "
+                     "57 4b 56 00 00 01, this file with 68 65 6c 6c 6f 20 77 6f)");
+  write_bytes(other, {'a', 'b', 'c'});
+  expect_refused(other,
+                 " is not a Spillway KV snapshot (magic: a snapshot starts with bytes 53 "
+                 "50 57 4b 56 00 00 01, this file with 61 62 63)");
+  // The first bytes of a snapshot and nothing else: a truncated snapshot.
+  write_bytes(other, {'S', 'P', 'W'});
+  expect_refused(other, "snapshot " + other + " is truncated");
 }
 
 TEST_F(SnapshotTest, OneChangedByteAnywhereIsRefused) {
