@@ -248,11 +248,17 @@ std::optional<CompletionRequest> parse_completion_request(const std::string& bod
   SamplerParams& s = r.completion.sampling;
   if (!p.integer(j, "max_tokens", 0, INT32_MAX, max_tokens) ||
       !p.integer(j, "max_completion_tokens", 0, INT32_MAX, max_completion_tokens) ||
-      !p.integer(j, "n", 1, 1, n) || !p.integer(j, "seed", INT64_MIN, INT64_MAX, seed) ||
+      !p.integer(j, "n", INT64_MIN, INT64_MAX, n) ||
+      !p.integer(j, "seed", INT64_MIN, INT64_MAX, seed) ||
       !p.integer(j, "top_k", 0, INT32_MAX, top_k) || !p.number(j, "temperature", 0, 2, s.temp) ||
       !p.number(j, "top_p", 0, 1, top_p) || !p.number(j, "min_p", 0, 1, s.min_p) ||
       !p.number(j, "repeat_penalty", 1e-6, 100, s.repeat_penalty) ||
       !p.stop(j, r.completion.stop) || !p.boolean(j, "stream", r.stream)) {
+    return std::nullopt;
+  }
+  if (n && *n != 1) {
+    p.fail("n", "'n' must be 1 (this server generates one choice per request), got " +
+                    std::to_string(*n));
     return std::nullopt;
   }
   if (max_completion_tokens) {

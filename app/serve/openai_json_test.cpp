@@ -102,7 +102,13 @@ TEST(OpenAIJson, Errors) {
             "max_tokens");
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-2})").param,
             "max_tokens");
-  EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"n":2})").param, "n");
+  const ApiError n3 = parse_bad(R"({"messages":[{"role":"user","content":"x"}],"n":3})");
+  EXPECT_EQ(n3.param, "n");
+  EXPECT_EQ(n3.message, "'n' must be 1 (this server generates one choice per request), got 3");
+  EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"n":0})").message,
+            "'n' must be 1 (this server generates one choice per request), got 0");
+  EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"n":"2"})").message,
+            "'n' must be an integer, not a string");
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})").param, "stop");
   EXPECT_EQ(parse_bad(R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})").param,
             "stream");

@@ -218,6 +218,15 @@ TEST(CliServe, ServesAGeneratedModel) {
   const HttpReply bad = http(port, "POST", "/v1/chat/completions", "{oops");
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(json::parse(bad.body)["error"]["type"], "invalid_request_error");
+  // More than one choice: 400 saying that n is 1 here, naming the value sent.
+  const HttpReply n3 = http(port, "POST", "/v1/chat/completions",
+                            R"({"messages":[{"role":"user","content":"hi"}],"n":3})");
+  EXPECT_EQ(n3.status, 400) << n3.body;
+  const json n3e = json::parse(n3.body, nullptr, false);
+  EXPECT_EQ(n3e["error"]["param"], "n") << n3.body;
+  EXPECT_EQ(n3e["error"]["message"],
+            "'n' must be 1 (this server generates one choice per request), got 3")
+      << n3.body;
 
   EXPECT_EQ(p.stop(SIGTERM), 0) << p.err();
   const std::string err = p.err();
