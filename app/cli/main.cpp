@@ -55,6 +55,30 @@ const CLI::Validator non_empty_path(
     },
     "FILE");
 
+// The first argument after `search` that starts with '-' and is not one of its options (nor
+// --data-dir and its value); nullptr when there is none.
+const char* dash_query(int argc, char** argv, const CLI::App& search) {
+  bool after = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return nullptr;
+    if (!after) {
+      after = arg == "search";
+      continue;
+    }
+    if (arg == "--data-dir") {
+      ++i;
+      continue;
+    }
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    bool known = false;
+    for (const CLI::Option* o : search.get_options()) known |= o->check_name(name);
+    if (!known) return argv[i];
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,6 +244,16 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // `docs search -foo`: a query that starts with '-' reads as an option; say how to pass it.
+    if (docs.search->parsed() && e.get_exit_code() != 0) {
+      if (const char* query = dash_query(argc, argv, *docs.search)) {
+        std::fprintf(stderr,
+                     "error: '%s' reads as an option of docs search; to search for words that "
+                     "start with '-', put -- before the query: spillway-cli docs search -- %s\n",
+                     query, query);
+        return 1;
+      }
+    }
     return report_parse_error(app, e);
   }
   if (app.count("--data-dir") > 0 && data_dir.empty()) {

@@ -334,6 +334,24 @@ TEST(CliDocs, SearchFindsHebrewArabicWithAndWithoutHarakatAndCjkSubPhrases) {
   }
 }
 
+// A query that starts with '-' reads as an option: the error says to put -- before it, and
+// with -- it is searched (the '-' is not a word character, so it finds the word).
+TEST(CliDocs, AQueryStartingWithADashNeedsDoubleDashAndTheErrorSaysSo) {
+  const fs::path d = data_dir("dash");
+  ASSERT_EQ(run(with_data({"ingest", text_pdf("dash.pdf").string()}, d)).exit_code, 0);
+  const CliResult r = run(with_data({"docs", "search", "-indemnification"}, d));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "error: '-indemnification' reads as an option of docs search; to search for words "
+            "that start with '-', put -- before the query: spillway-cli docs search -- "
+            "-indemnification\n");
+  EXPECT_EQ(r.out, "");
+  const CliResult ok =
+      run({"--data-dir", d.string(), "docs", "search", "--limit", "5", "--", "-indemnification"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out.rfind("1 p. 2  Service Agreement: ", 0), 0u) << ok.out;
+}
+
 TEST(CliDocs, RemoveDeletesTheDocument) {
   const fs::path d = data_dir("remove");
   const CliResult in = run(with_data({"ingest", "--json", text_pdf("r.pdf").string()}, d));
