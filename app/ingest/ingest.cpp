@@ -72,6 +72,17 @@ Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pd
   if (*found) {
     auto doc = lib.document(**found);
     if (!doc) return doc.error();
+    // The stored text needs no password, but a password given for it is checked: a wrong one
+    // is an error, as it is for a file not stored yet.
+    if (!opts.password.empty() && doc->encrypted) {
+      auto reader = PdfReader::open(pdf, opts.password);
+      if (!reader) {
+        return make_error(
+            "{} (the file is already in the library as document {}: its stored "
+            "text is read without a password)",
+            reader.error().message, doc->id);
+      }
+    }
     result.doc_id = doc->id;
     result.already_present = true;
     result.document = std::move(*doc);

@@ -415,6 +415,22 @@ TEST(CliDocs, EncryptedFileNeedsPasswordAndSaysSo) {
   const auto j = test::parse_one_object(ok.out);
   EXPECT_EQ(j["encrypted"], true);
   EXPECT_EQ(j["pages"], 3);
+  // Stored now: a wrong password is still an error; the right one or none is "already in the
+  // library".
+  const CliResult stored_wrong = run(with_data({"ingest", locked.string(), "--password", "x"}, d));
+  EXPECT_EQ(stored_wrong.exit_code, 1);
+  EXPECT_EQ(stored_wrong.out, "");
+  EXPECT_EQ(stored_wrong.err, "error: '" + locked.string() +
+                                  "': wrong password (the file is already in the library as "
+                                  "document 1: its stored text is read without a password)\n");
+  for (const std::vector<std::string>& pw :
+       {std::vector<std::string>{"--password", "pw-user"}, std::vector<std::string>{}}) {
+    std::vector<std::string> args = {"ingest", locked.string()};
+    args.insert(args.end(), pw.begin(), pw.end());
+    const CliResult again = run(with_data(args, d));
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(again.out, "document 1: " + locked.string() + " (already in the library)\n");
+  }
 }
 
 TEST(CliDocs, DataDirIsAcceptedAnywhereOnTheLine) {
