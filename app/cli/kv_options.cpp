@@ -93,8 +93,12 @@ void add_kv_layout_options(CLI::App& sub, KvArgs& a, bool plan_aliases) {
           },
           "DIR"));
   sub.add_option("--mem-available", a.mem_available,
-                 "Memory the default context (no -c) plans with, e.g. 16G (default: what the "
-                 "machine has available now)")
+                 plan_aliases
+                     ? "Memory the run may use, e.g. 16G (default: what the machine has "
+                       "available now): the default context (no -c) is sized for it, and the "
+                       "verdict checks weights + KV in RAM against it"
+                     : "Memory the default context (no -c) plans with, e.g. 16G (default: what "
+                       "the machine has available now)")
       ->check(size_at_least("--mem-available", 1));
   if (plan_aliases) {
     // Hidden: the old spellings of plan, kept so scripts keep working (make_kv_settings says

@@ -140,6 +140,9 @@ int run_plan(const PlanArgs& a) {
   // session keeps every layer's KV in its one tiered cache (the sliding layers masked).
   if (in.vram <= 0) in.layer_span = c.layer_attn_span;
   in.physical_ram = machine->physical_bytes;
+  // The verdict plans for --mem-available when it is given, as the default context does.
+  const int64_t mem_given = a.kv.mem_available ? machine->available_bytes : 0;
+  in.mem_available = mem_given;
   in.ram_budget = context->ram_budget;
   // Shape and type errors before the probes spend their second.
   if (auto p = kv::make_plan(in); !p) return fail(p.error());
@@ -221,11 +224,19 @@ int run_plan(const PlanArgs& a) {
                 "profile: " +
                     no_profile_why;
   // The plain-language summary, before the numbers.
-  std::string summary =
-      p.fits ? fmt::format("A {}-token context fits this machine's memory.",
-                           kv::group_thousands(in.n_ctx))
-             : fmt::format("A {}-token context does not fit: the budgets hold {} tokens.",
-                           kv::group_thousands(in.n_ctx), kv::group_thousands(p.max_tokens));
+  const std::string memory_name =
+      mem_given > 0 ? "--mem-available " + format_size(mem_given) : "this machine's memory";
+  std::string summary;
+  if (p.fits) {
+    summary =
+        fmt::format("A {}-token context fits {}.", kv::group_thousands(in.n_ctx), memory_name);
+  } else if (p.max_tokens < in.n_ctx || p.problems.empty()) {
+    summary = fmt::format("A {}-token context does not fit: the budgets hold {} tokens.",
+                          kv::group_thousands(in.n_ctx), kv::group_thousands(p.max_tokens));
+  } else {
+    summary = fmt::format("A {}-token context does not fit: {}.", kv::group_thousands(in.n_ctx),
+                          p.problems.front());
+  }
   if (profile) {
     summary += fmt::format(
         " Prefilling {} tokens takes {}; decoding then runs at about {:.0f} "
@@ -251,6 +262,7 @@ int run_plan(const PlanArgs& a) {
     j["context_note"] = context->note.empty() ? nlohmann::json() : nlohmann::json(context->note);
     j["ram_budget"] = budget_json(context->ram_budget);
     j["physical_ram"] = in.physical_ram > 0 ? nlohmann::json(in.physical_ram) : nlohmann::json();
+    j["mem_available"] = mem_given > 0 ? nlohmann::json(mem_given) : nlohmann::json();
     j["cache_type_k"] = kv::kv_type_label(in.type_k);
     j["cache_type_v"] = kv::kv_type_label(in.type_v);
     j["kv_block"] = in.kv.block_size;
@@ -312,8 +324,10 @@ int run_plan(const PlanArgs& a) {
              kv::kv_type_label(in.type_k), kv::kv_type_label(in.type_v), p.kv_bytes_per_token,
              format_size(p.kv_bytes));
   if (!context->note.empty()) fmt::print("            {}\n", context->note);
-  fmt::print("memory      {} installed, RAM budget for KV {}{}\n",
+  fmt::print("memory      {} installed, {}RAM budget for KV {}{}\n",
              in.physical_ram > 0 ? format_size(in.physical_ram) : "unknown",
+             mem_given > 0 ? fmt::format("planned for --mem-available {}, ", format_size(mem_given))
+                           : std::string(),
              context->ram_budget >= 0 ? format_size(context->ram_budget) : "unknown",
              context->chosen ? " (the default host budget below)" : "");
   fmt::print("blocks      {} tokens = {} each, {} blocks; window {} recent{} + {} sink tokens\n",
@@ -343,6 +357,8 @@ int run_plan(const PlanArgs& a) {
       fmt::print("\nfits        no: the budgets hold all {} tokens, {}\n", in.n_ctx,
                  in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram
                      ? "this machine's memory does not"
+                 : mem_given > 0 && (p.gpu ? 0 : in.weights_bytes) + p.ram_kv_bytes > mem_given
+                     ? "--mem-available does not"
                      : "the tiers' homes do not");
     } else {
       fmt::print("\nfits        no: {} of {} tokens fit\n", p.max_tokens, in.n_ctx);

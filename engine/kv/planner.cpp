@@ -202,6 +202,19 @@ Expected<Plan> compute(const PlanInput& in) {
     p.problems.push_back(fmt::format("KV in RAM {} is more than this machine's {} of memory",
                                      format_size(p.ram_kv_bytes), format_size(in.physical_ram)));
   }
+  if (in.mem_available > 0) {
+    // The weights are read from RAM (mapped) unless a GPU holds them.
+    const int64_t weights_ram = p.gpu ? 0 : in.weights_bytes;
+    if (weights_ram + p.ram_kv_bytes > in.mem_available) {
+      p.problems.push_back(
+          p.gpu ? fmt::format("KV in RAM {} is more than --mem-available {}",
+                              format_size(p.ram_kv_bytes), format_size(in.mem_available))
+                : fmt::format("weights {} + KV in RAM {} = {} are more than --mem-available {}",
+                              format_size(weights_ram), format_size(p.ram_kv_bytes),
+                              format_size(weights_ram + p.ram_kv_bytes),
+                              format_size(in.mem_available)));
+    }
+  }
   p.fits = p.problems.empty();
 
   // Decode, last token: KV actually held is read once, weights once.

@@ -72,6 +72,9 @@ struct PlanInput {
   double gpu_gb_per_s = 0;
   // The machine: physical memory in bytes; 0: unknown (not checked).
   int64_t physical_ram = 0;
+  // --mem-available: the memory the run may use, in bytes; 0: not given (not checked). The
+  // weights (without a GPU) and the KV planned into RAM must fit in it.
+  int64_t mem_available = 0;
   // The spill folder: bytes free in it (< 0: unknown), and why it cannot take a spill file
   // (empty: it can). A disk tier that does not fit there does not fit.
   int64_t spill_free_bytes = -1;
@@ -120,7 +123,7 @@ struct Plan {
   /// Every token has a tier and the tiers fit the machine: false when the budgets leave tokens
   /// without room, the window does not fit --vram, or the KV planned into RAM (without a host
   /// budget, every cold block) is more than physical_ram ("KV in RAM 1.2 TiB is more than this
-  /// machine's 23.0 GiB of memory").
+  /// machine's 23.0 GiB of memory"), or weights and KV in RAM are more than mem_available.
   bool fits = false;
   std::vector<std::string> problems;    // why it does not fit, one line each
   std::vector<std::string> warnings;    // fits, but worth saying (none at present)

@@ -212,6 +212,51 @@ TEST(CliPlan, MoreKvThanPhysicalMemoryDoesNotFit) {
   EXPECT_TRUE(parse_one_object(b.out)["problems"].empty());
 }
 
+// --mem-available with -c: the verdict checks the weights and the KV in RAM against it, says
+// what it planned for, and fits again when the memory given holds them.
+TEST(CliPlan, TheVerdictUsesMemAvailableWhenGiven) {
+  const std::vector<std::string> base = {"plan", "-m",   stories_shaped().string(),
+                                         "-c",   "2048", "--no-calibrate"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--mem-available", "100K", "--json"});
+  const CliResult r = run(args);
+  ASSERT_EQ(r.exit_code, 3) << r.err;
+  const nlohmann::json j = parse_one_object(r.out);
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_EQ(j["mem_available"], 100 * 1024);
+  EXPECT_EQ(j["max_tokens"], 2048);  // the budgets hold every token: the memory does not
+  // 2048 tokens x 640 bytes of KV = 1.25 MiB in RAM, and the weights.
+  EXPECT_EQ(j["ram_kv_bytes"], 2048 * 640);
+  const int64_t weights = j["weights_bytes"].get<int64_t>();
+  ASSERT_GT(weights, 0);
+  ASSERT_EQ(j["problems"].size(), 1u) << j.dump();
+  const std::string problem = j["problems"][0];
+  EXPECT_EQ(problem.rfind("weights ", 0), 0u) << problem;
+  EXPECT_NE(problem.find(" + KV in RAM 1.2 MiB = "), std::string::npos) << problem;
+  EXPECT_NE(problem.find(" are more than --mem-available 100.0 KiB"), std::string::npos) << problem;
+  EXPECT_EQ(
+      j["summary"].get<std::string>().rfind("A 2,048-token context does not fit: weights ", 0), 0u)
+      << j["summary"];
+
+  args = base;
+  args.insert(args.end(), {"--mem-available", "100K"});
+  const CliResult t = run(args);
+  EXPECT_EQ(t.exit_code, 3) << t.err;
+  EXPECT_NE(t.out.find("planned for --mem-available 100.0 KiB, "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("fits        no: the budgets hold all 2048 tokens, --mem-available does "
+                       "not\n"),
+            std::string::npos)
+      << t.out;
+
+  args = base;
+  args.insert(args.end(), {"--mem-available", "64M"});
+  const CliResult fits = run(args);
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.out.rfind("A 2,048-token context fits --mem-available 64.0 MiB.", 0), 0u)
+      << fits.out;
+  EXPECT_NE(fits.out.find("fits        yes: all 2048 tokens\n"), std::string::npos) << fits.out;
+}
+
 // plan and generate mean the same by the same flags: for budgets, blocks, windows and sinks
 // that limit the context, plan's max_tokens is the N of generate's "context full: N tokens fit"
 // (a prompt longer than any of them), to the token. The deprecated --ram says what --host-budget
