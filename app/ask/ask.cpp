@@ -507,6 +507,15 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
     res.citations = check_citations(res.answer, doc);
     return res;
   }
+  // A question that leaves no room for any of the document: parts cannot help (each part's
+  // prompt holds the whole question), so --map-reduce is not the advice.
+  if (part_reserve(n_ctx, res.question_tokens) >= n_ctx) {
+    return make_error(
+        "the question is {} tokens and the context {}: with room for a {}-token answer no part "
+        "of the document fits beside it (--map-reduce cannot help: each part repeats the "
+        "question); shorten the question or use a larger -c",
+        res.question_tokens, n_ctx, part_answer_reserve(n_ctx));
+  }
   if (!params.map_reduce) {
     return make_error(
         "the document is longer than the context: the prompt needs {} tokens (document {}, "
@@ -531,12 +540,6 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
         "parts planned for a {}-token question (their saved KV serves only questions about as "
         "long)",
         res.question_tokens, part_question_budget(n_ctx), res.part_question_budget));
-  }
-  if (part_reserve(n_ctx, res.question_tokens) >= n_ctx) {
-    return make_error(
-        "the question takes {} tokens: with room for a {}-token answer it leaves no room for the "
-        "document in the {}-token context (ask a shorter question, or use a larger context)",
-        res.question_tokens, part_answer_reserve(n_ctx), n_ctx);
   }
   auto ranges = plan_parts(ctx, doc, n_ctx, part_reserve(n_ctx, res.question_tokens));
   if (!ranges) return ranges.error();

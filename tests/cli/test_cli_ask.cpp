@@ -197,6 +197,34 @@ TEST_F(CliAsk, ContextTooSmallSaysSoWithTheNumbers) {
       << r.err;
 }
 
+// A question that alone leaves no room for the document: the error gives its tokens and the
+// context, with or without --map-reduce (parts repeat the question, so they cannot help).
+TEST_F(CliAsk, AQuestionLongerThanTheContextSaysSoAndNotMapReduce) {
+  const fs::path pdf = data_ / "short.pdf";
+  write_pdf(pdf, long_story(1));
+  std::string question;
+  for (int i = 0; i < 60; ++i) question += "Why did the little girl named Lily play? ";
+  for (const bool map_reduce : {false, true}) {
+    std::vector<std::string> args = with(base(question), {pdf.string(), "-c", "256"});
+    if (map_reduce) args.push_back("--map-reduce");
+    const CliResult r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    const std::string at = "; question: ";
+    const size_t q = r.err.find(at);
+    ASSERT_NE(q, std::string::npos) << r.err;
+    const int64_t n_question = std::stoll(r.err.substr(q + at.size()));
+    EXPECT_GT(n_question, 256) << r.err;
+    EXPECT_NE(r.err.find("error: the question is " + std::to_string(n_question) +
+                         " tokens and the context 256: with room for a 32-token answer no part "
+                         "of the document fits beside it (--map-reduce cannot help: each part "
+                         "repeats the question); shorten the question or use a larger -c\n"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("use --map-reduce"), std::string::npos) << r.err;
+  }
+}
+
 // An -n longer than a part keeps room for (64 tokens of a 512-token context) would make the
 // parts' answers too long to combine after every part ran: refused before the first.
 TEST_F(CliAsk, MapReduceAnswerLongerThanAPartHoldsIsRefusedBeforeAnyPart) {
