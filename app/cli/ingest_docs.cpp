@@ -316,6 +316,11 @@ int docs_show(Library& lib, const DocsArgs& a) {
   std::printf("path:       %s\nsha256:     %s\n", doc->path.c_str(), doc->sha256.c_str());
   std::printf("pages:      %d\ncharacters: %lld\nflags:      %s\n", doc->n_pages,
               static_cast<long long>(doc->n_chars), flags_text(*doc).c_str());
+  if (doc->no_text)
+    std::printf(
+        "text:       none (scanned, 0 tokens; --ocr reads it: `spillway-cli docs remove "
+        "%lld`, then ingest the file again with --ocr)\n",
+        static_cast<long long>(doc->id));
   std::printf("%s (all documents)\n", app::snapshot_usage_text(kv.usage, kv.budget).c_str());
   for (const app::PageRecord& p : pages) {
     std::string flags;

@@ -185,7 +185,8 @@ struct EngineWorker::Core final : QObject {
     count_tokens();
   }
 
-  // Tokens of each document's page text (the "[p. N]" block the prompt holds) for the model.
+  // Tokens of each document's page text (the "[p. N]" block the prompt holds) for the model; 0
+  // for a document without text.
   void count_tokens() {
     if (!engine) return;
     if (!open_library()) return;
@@ -193,6 +194,11 @@ struct EngineWorker::Core final : QObject {
     if (!docs) return;
     QHash<qint64, qint64> counts;
     for (const DocumentRecord& d : *docs) {
+      // Without text (scanned, no OCR) a document is never put in a prompt: none of its tokens.
+      if (d.no_text) {
+        counts.insert(d.id, 0);
+        continue;
+      }
       auto pages = lib->pages(d.id);
       if (!pages) continue;
       const DocumentText doc = document_text(d, std::move(*pages));

@@ -612,6 +612,25 @@ TEST_F(EngineWorkerTest, TokenCountsFollowTheModelAndTheLibrary) {
   ASSERT_TRUE(wait_until([&] { return n_counts == 2; }));
   ASSERT_EQ(counts.size(), 2);
   EXPECT_GT(counts.value(b), counts.value(a));  // five pages of the same story against two
+
+  // A document without text (scanned, no OCR) has no tokens: it is never put in a prompt.
+  DocumentRecord scan;
+  scan.title = "Scanned lease";
+  scan.path = "/tmp/scan.pdf";
+  scan.sha256 = std::string(64, 'a');
+  std::vector<PageRecord> scan_pages(3);
+  for (int i = 0; i < 3; ++i) {
+    scan_pages[static_cast<size_t>(i)].page_no = i + 1;
+    scan_pages[static_cast<size_t>(i)].scanned = true;
+  }
+  auto c = lib_->add_document(scan, scan_pages);
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_TRUE(lib_->document(*c)->no_text);
+  w.countTokens();
+  ASSERT_TRUE(wait_until([&] { return n_counts == 3; }));
+  ASSERT_EQ(counts.size(), 3);
+  EXPECT_EQ(counts.value(*c), 0);
+  EXPECT_EQ(counts.value(a), static_cast<qint64>(want.size()));
 }
 
 }  // namespace

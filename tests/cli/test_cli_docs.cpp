@@ -184,6 +184,13 @@ TEST(CliDocs, OcrOfAStoredScanSaysHowToReadIt) {
   const CliResult in = run(with_data({"ingest", "--json", f.string()}, d));
   ASSERT_EQ(in.exit_code, 0) << in.err;
   const std::string id = test::parse_one_object(in.out)["id"].dump();
+  const CliResult shown = run(with_data({"docs", "show", id}, d));
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("characters: 0\nflags:      scanned:1,no-text\ntext:       none "
+                           "(scanned, 0 tokens; --ocr reads it: `spillway-cli docs remove " +
+                           id + "`, then ingest the file again with --ocr)\n"),
+            std::string::npos)
+      << shown.out;
   const CliResult text = run(with_data({"docs", "show", id, "--text"}, d));
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.err.find("`spillway-cli docs remove " + id +
