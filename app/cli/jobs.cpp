@@ -511,7 +511,7 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
       ->check(real_range("--temp", 0, false, std::numeric_limits<double>::infinity(), false));
   add->add_option("-s,--seed", a.seed, "Sampling seed (with --temp > 0; -1: random)")
       ->capture_default_str()
-      ->check(seed_value("-s"));
+      ->transform(seed_value("-s"));
   add_ctx_option(*add, a.n_ctx);
   add_threads_option(*add, a.n_threads);
   add_kv_type_options(*add, a.cache_type_k, a.cache_type_v);

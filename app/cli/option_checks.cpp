@@ -178,7 +178,7 @@ void add_sampling_options(CLI::App& sub, SamplerParams& s) {
       ->capture_default_str()
       ->check(int_range("--repeat-last-n", 0, kMaxInt));
   sub.add_option("-s,--seed", s.seed, "Sampling seed, 0..4294967295 (-1 or not given: random)")
-      ->check(seed_value("-s"));
+      ->transform(seed_value("-s"));
 }
 
 int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
