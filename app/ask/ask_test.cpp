@@ -228,11 +228,7 @@ TEST_F(AskDocument, StopKeepsFinishedPartsAndContinueResumesAtTheNext) {
   sp_.n_ctx = 512;
   params_.map_reduce = true;
   const DocumentText doc = story_doc(9);
-  const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
-    auto s = cpu::CpuSession::create(*model_, sp_);
-    if (!s) return s.error();
-    return std::unique_ptr<Session>(std::move(*s));
-  };
+  const SessionFactory factory = session_factory();
   auto whole = ask(doc);  // uninterrupted, no store
   ASSERT_TRUE(whole) << whole.error().message;
   ASSERT_GE(whole->n_parts, 3);
@@ -285,11 +281,7 @@ TEST_F(AskDocument, StopKeepsFinishedPartsAndContinueResumesAtTheNext) {
 TEST_F(AskDocument, CancelStopsAfterTheCurrentToken) {
   const DocumentText doc = story_doc(2);
   int pieces = 0;
-  const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
-    auto s = cpu::CpuSession::create(*model_, sp_);
-    if (!s) return s.error();
-    return std::unique_ptr<Session>(std::move(*s));
-  };
+  const SessionFactory factory = session_factory();
   AskCallbacks cb;
   cb.piece = [&](int, const std::string&) { ++pieces; };
   cb.cancelled = [&] { return pieces >= 3; };

@@ -106,14 +106,19 @@ class AskDocument : public ::testing::Test {
 
   Expected<AskResult> ask(const DocumentText& doc) {
     notes_.clear();
-    const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
+    const SessionFactory factory = session_factory();
+    AskCallbacks cb;
+    cb.note = [this](const std::string& s) { notes_ += s + "\n"; };
+    return ask_document(*tok_, doc, params_, factory, &index_, cb);
+  }
+
+  // CPU sessions of the model with sp_.
+  SessionFactory session_factory() {
+    return [this]() -> Expected<std::unique_ptr<Session>> {
       auto s = cpu::CpuSession::create(*model_, sp_);
       if (!s) return s.error();
       return std::unique_ptr<Session>(std::move(*s));
     };
-    AskCallbacks cb;
-    cb.note = [this](const std::string& s) { notes_ += s + "\n"; };
-    return ask_document(*tok_, doc, params_, factory, &index_, cb);
   }
 
   TempFolder dir_;

@@ -145,11 +145,7 @@ TEST_F(AskDocument, ACancelledAnswerIsKeptAndContinues) {
   for (const auto& f : kept_files(params_.snapshot_dir)) fs::remove(f);
 
   int pieces = 0;
-  const SessionFactory factory = [this]() -> Expected<std::unique_ptr<Session>> {
-    auto s = cpu::CpuSession::create(*model_, sp_);
-    if (!s) return s.error();
-    return std::unique_ptr<Session>(std::move(*s));
-  };
+  const SessionFactory factory = session_factory();
   AskCallbacks cb;
   cb.piece = [&](int, const std::string&) { ++pieces; };
   cb.cancelled = [&] { return pieces >= 5; };
