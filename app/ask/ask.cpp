@@ -214,11 +214,11 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
   // A kept answer continued: its tokens follow the question, prefilled with it (the document
   // prefix still comes from its snapshot).
   keep_answer = keep_answer && !p.snapshot_dir.empty();
+  std::vector<int32_t> prompt = asked.prefix;
+  prompt.insert(prompt.end(), asked.suffix.begin(), asked.suffix.end());
   std::string kept_file;
   std::vector<int32_t> kept;
   if (keep_answer) {
-    std::vector<int32_t> prompt = asked.prefix;
-    prompt.insert(prompt.end(), asked.suffix.begin(), asked.suffix.end());
     kept_file =
         (fs::path(p.snapshot_dir) /
          kept_answer_file_name(p.model_fingerprint,
@@ -242,8 +242,8 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
     extended.suffix.insert(extended.suffix.end(), kept.begin(), kept.end());
   }
   const PromptTokens& pt = kept.empty() ? asked : extended;
-  std::vector<int32_t> all = pt.prefix;
-  all.insert(all.end(), pt.suffix.begin(), pt.suffix.end());
+  std::vector<int32_t> all = std::move(prompt);
+  all.insert(all.end(), kept.begin(), kept.end());
 
   AnswerProgress* const progress = rs.progress;
   if (progress) progress->prompt_begin(static_cast<int64_t>(all.size()), p.n_predict);
@@ -345,8 +345,7 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
   run.continued_tokens = static_cast<int64_t>(kept.size());
   // The answer so far (kept and new), kept when it stops early so that continue extends it.
   const auto keep = [&] {
-    const std::span<const int32_t> answer =
-        std::span<const int32_t>(history).subspan(asked.prefix.size() + asked.suffix.size());
+    const std::span<const int32_t> answer = std::span<const int32_t>(history).subspan(asked.size());
     if (auto st = write_kept_answer(kept_file, static_cast<int64_t>(asked.size()), answer); !st)
       note(rs, fmt::format("could not keep the answer for a continue: {}", st.error().message));
   };
