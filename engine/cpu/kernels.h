@@ -93,6 +93,16 @@ struct OpKernels {
   // o[q][:] += sum_j p[q * p_stride + j] * v row j, for q < n_q; o: [n_q][hd_v].
   void (*attn_accum)(const float* p, int64_t p_stride, int64_t n_q, const void* v, KvFormat v_fmt,
                      int64_t v_stride, int64_t n_kv, int64_t hd_v, float* o);
+  // Query-tiled attention (attn_tile.inc has the layouts and the arithmetic; attention_tile.h
+  // the contract). rows: a multiple of 16. tile_softmax with pos == nullptr: no mask (every
+  // row attends every key of the chunk).
+  void (*tile_scores)(const float* qt, int64_t rows, int64_t hd, const float* k, int64_t n_k,
+                      float scale, float* st);
+  void (*tile_softmax)(float* st, int64_t rows, int64_t n_k, int32_t kp0, const int32_t* pos,
+                       const int32_t* lo, float* m, float* s, float* a);
+  void (*tile_accum)(const float* pt, int64_t rows, int64_t n_k, int32_t kp0, const int32_t* pos,
+                     const int32_t* lo, const float* v, int64_t hdv, const float* a, int64_t n_real,
+                     float* o);
 };
 
 // Tables per level. The SIMD ones return nullptr where the build could not compile them
@@ -105,6 +115,7 @@ const QuantKernels* quant_kernels_neon();
 const QuantKernels* quant_kernels_neon_dotprod();
 const OpKernels* op_kernels_scalar();
 const OpKernels* op_kernels_avx2();
+const OpKernels* op_kernels_avx512();  // the AVX2 table with 512-bit query-tiled attention
 
 // The tables of the active level (simd.cpp).
 const QuantKernels& active_quant_kernels();

@@ -131,11 +131,36 @@ void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, Kv
   }
 }
 
+// The query-tiled attention's traits at one lane (attn_tile.inc).
+struct Tile {
+  using V = float;
+  using VI = int32_t;
+  static constexpr int W = 1, kRV = 4, kKK = 4, kAR = 4, kAD = 4;
+  static float zero() { return 0.0f; }
+  static float set1(float x) { return x; }
+  static float load(const float* p) { return *p; }
+  static void store(float* p, float v) { *p = v; }
+  static int32_t loadi(const int32_t* p) { return *p; }
+  static float add(float a, float b) { return a + b; }
+  static float sub(float a, float b) { return a - b; }
+  static float mul(float a, float b) { return a * b; }
+  static float max(float a, float b) { return a > b ? a : b; }
+  static float fma(float a, float b, float c) { return std::fma(a, b, c); }
+  static float fma1(float a, float b, float c) { return std::fma(a, b, c); }
+  static float exp(float x) { return std::exp(x); }
+  static bool valid(int32_t pos, int32_t lo, int32_t kp) { return lo <= kp && kp <= pos; }
+  static bool eq(float a, float b) { return a == b; }
+  static float blend(bool m, float a, float b) { return m ? a : b; }
+};
+
+#include "engine/cpu/attn_tile.inc"
+
 }  // namespace
 
 const OpKernels* op_kernels_scalar() {
-  static const OpKernels table = {rms_norm,   rope,        swiglu,  geglu, softmax,     f32_to_f16,
-                                  f16_to_f32, f32_to_q8_0, exp_sum, scale, attn_scores, attn_accum};
+  static const OpKernels table = {rms_norm,    rope,       swiglu,      geglu,        softmax,
+                                  f32_to_f16,  f16_to_f32, f32_to_q8_0, exp_sum,      scale,
+                                  attn_scores, attn_accum, tile_scores, tile_softmax, tile_accum};
   return &table;
 }
 

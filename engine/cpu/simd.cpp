@@ -40,7 +40,7 @@ bool cpu_has(SimdLevel level) {
     case SimdLevel::Avx512:
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-             quant_kernels_avx512() != nullptr && op_kernels_avx2() != nullptr;
+             quant_kernels_avx512() != nullptr && op_kernels_avx512() != nullptr;
     case SimdLevel::Neon:
     case SimdLevel::NeonDotprod:
       return false;
@@ -86,7 +86,7 @@ Tables tables_for(SimdLevel level) {
   switch (level) {
 #if defined(__x86_64__)
     case SimdLevel::Avx512:
-      return {quant_kernels_avx512(), op_kernels_avx2()};  // no ops gain from 512-bit here
+      return {quant_kernels_avx512(), op_kernels_avx512()};
     case SimdLevel::Avx2:
       return {quant_kernels_avx2(), op_kernels_avx2()};
 #elif defined(__aarch64__)

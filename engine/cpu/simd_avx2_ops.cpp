@@ -461,11 +461,47 @@ void attn_accum(const float* p, int64_t p_stride, int64_t n_q, const void* v, Kv
   return accum_fmt<KvFormat::F32>(p, p_stride, n_q, v, v_stride, n_kv, hd_v, o);
 }
 
+// The query-tiled attention's traits at 8 lanes (attn_tile.inc). 16 registers: a scores
+// micro-tile of 2 row vectors x 6 keys (12 accumulators), an accumulation one of 4 rows x 2
+// vectors of columns.
+struct Tile {
+  using V = __m256;
+  using VI = __m256i;
+  static constexpr int W = 8, kRV = 2, kKK = 6, kAR = 4, kAD = 2;
+  static __m256 zero() { return _mm256_setzero_ps(); }
+  static __m256 set1(float x) { return _mm256_set1_ps(x); }
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+  static __m256i loadi(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+  static __m256 sub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+  static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+  static __m256 max(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+  static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+  static float fma1(float a, float b, float c) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+  }
+  static __m256 exp(__m256 x) { return exp8(x); }
+  // Lanes with lo <= kp <= pos, as an all-ones float mask.
+  static __m256 valid(__m256i pos, __m256i lo, int32_t kp) {
+    const __m256i k = _mm256_set1_epi32(kp);
+    const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(k, pos), _mm256_cmpgt_epi32(lo, k));
+    return _mm256_castsi256_ps(_mm256_xor_si256(out, _mm256_set1_epi32(-1)));
+  }
+  static __m256 eq(__m256 a, __m256 b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  static __m256 blend(__m256 m, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, m); }
+};
+
+#include "engine/cpu/attn_tile.inc"
+
 }  // namespace
 
 const OpKernels* op_kernels_avx2() {
-  static const OpKernels table = {rms_norm,   rope,        swiglu,  geglu, softmax,     f32_to_f16,
-                                  f16_to_f32, f32_to_q8_0, exp_sum, scale, attn_scores, attn_accum};
+  static const OpKernels table = {rms_norm,    rope,       swiglu,      geglu,        softmax,
+                                  f32_to_f16,  f16_to_f32, f32_to_q8_0, exp_sum,      scale,
+                                  attn_scores, attn_accum, tile_scores, tile_softmax, tile_accum};
   return &table;
 }
 

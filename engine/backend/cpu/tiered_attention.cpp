@@ -53,42 +53,36 @@ void TieredAttention::plan_exact(int64_t n, int64_t max_blocks, int n_threads, B
 
 void TieredAttention::plan(int64_t pos0, int64_t n, int n_threads) {
   given_ = false;
+  const kv::QueryBlocks qlast = rule_.query(pos0 + n - 1);
+  // Exact attention, and an approximate mode with no cold block yet (a later query has at
+  // least the cold blocks of an earlier one), run query-tiled (see the top of the header).
+  tiled_ = mode_ == kv::KvAttention::Exact || qlast.cold_end <= qlast.sink_end;
+  if (tiled_) return plan_tiled(pos0, n);
   pos0_ = pos0;
   n_ = n;
   const int64_t n_kv = d_.n_head_kv;
   jobs_.clear();
   first_slot_.assign(static_cast<size_t>(n * n_kv + 1), 0);
-  const kv::QueryBlocks qlast = rule_.query(pos0 + n - 1);
-  if (mode_ == kv::KvAttention::Exact) {
-    // Every block of the query's causal range (within the span) in position order, tier-blind
-    // (see the top of the header).
-    const int64_t max_blocks = qlast.last + 1 - lowest(pos0) / bs_;
-    plan_exact(n, max_blocks, n_threads, [&](int64_t t) {
-      const int64_t p = pos0 + t;
-      return std::pair<int64_t, int64_t>{lowest(p) / bs_, p / bs_ + 1};
-    });
-  } else {
-    const int64_t cold_max = qlast.cold_end - qlast.sink_end;
-    const int64_t chunks_wanted = std::max<int64_t>(1, kTargetJobs / (n * n_kv));
-    const int64_t chunk_blocks =
-        std::max(kv::ceil_div(kMinChunkTokens, bs_),
-                 kv::ceil_div(std::max<int64_t>(cold_max, 1), chunks_wanted));
-    int64_t slot = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      const kv::QueryBlocks qb = rule_.query(pos0 + t);
-      // Cold blocks wholly before the span are not attended.
-      const int64_t cold0 = std::max(qb.sink_end, lowest(pos0 + t) / bs_);
-      for (int64_t g = 0; g < n_kv; ++g) {
-        first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
-        jobs_.push_back(Job{t, g, false, 0, 0, slot++});
-        if (qb.cold_end <= cold0 || mode_ == kv::KvAttention::Streaming) continue;
-        const int64_t step = mode_ == kv::KvAttention::TopK ? qb.cold_end - cold0 : chunk_blocks;
-        for (int64_t b0 = cold0; b0 < qb.cold_end; b0 += step)
-          jobs_.push_back(Job{t, g, true, b0, std::min(b0 + step, qb.cold_end), slot++});
-      }
+  const int64_t cold_max = qlast.cold_end - qlast.sink_end;
+  const int64_t chunks_wanted = std::max<int64_t>(1, kTargetJobs / (n * n_kv));
+  const int64_t chunk_blocks =
+      std::max(kv::ceil_div(kMinChunkTokens, bs_),
+               kv::ceil_div(std::max<int64_t>(cold_max, 1), chunks_wanted));
+  int64_t slot = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const kv::QueryBlocks qb = rule_.query(pos0 + t);
+    // Cold blocks wholly before the span are not attended.
+    const int64_t cold0 = std::max(qb.sink_end, lowest(pos0 + t) / bs_);
+    for (int64_t g = 0; g < n_kv; ++g) {
+      first_slot_[static_cast<size_t>(t * n_kv + g)] = slot;
+      jobs_.push_back(Job{t, g, false, 0, 0, slot++});
+      if (qb.cold_end <= cold0 || mode_ == kv::KvAttention::Streaming) continue;
+      const int64_t step = mode_ == kv::KvAttention::TopK ? qb.cold_end - cold0 : chunk_blocks;
+      for (int64_t b0 = cold0; b0 < qb.cold_end; b0 += step)
+        jobs_.push_back(Job{t, g, true, b0, std::min(b0 + step, qb.cold_end), slot++});
     }
-    first_slot_.back() = slot;
   }
+  first_slot_.back() = slot;
   const auto need = static_cast<size_t>(first_slot_.back() * n_rep_);
   if (parts_.size() < need) parts_.resize(need);
 }
@@ -97,6 +91,7 @@ void TieredAttention::plan_given(int64_t pos0, int64_t n, std::span<const kv::Bl
                                  int n_threads) {
   assert(mode_ == kv::KvAttention::Exact);
   given_ = true;
+  tiled_ = false;
   pos0_ = pos0;
   n_ = n;
   jobs_.clear();
@@ -189,6 +184,7 @@ void TieredAttention::clear_key_bounds() {
 
 void TieredAttention::run(ThreadPool& pool, int64_t il, const float* q_all,
                           std::span<const kv::BlockView> blocks, AttnTimes& times) {
+  if (tiled_) return run_tiled(pool, q_all, blocks, times);
   const int64_t hd = d_.head_dim, hdv = d_.head_dim_v, n_rep = n_rep_;
   const int64_t q_dim = d_.n_head * hd;
   const bool exact = mode_ == kv::KvAttention::Exact;
@@ -283,6 +279,7 @@ const AttnPartial& TieredAttention::merged(int64_t pair, int64_t r) {
 }
 
 void TieredAttention::finalize(ThreadPool& pool, float* out, AttnTimes& times) {
+  if (tiled_) return finalize_tiled(out, times);
   const auto t0 = Clock::now();
   const int64_t n_kv = d_.n_head_kv, hdv = d_.head_dim_v;
   const auto merge = [&](int64_t b, int64_t e) {
@@ -301,6 +298,7 @@ void TieredAttention::finalize(ThreadPool& pool, float* out, AttnTimes& times) {
 }
 
 void TieredAttention::write_partials(float* o, float* ms) {
+  assert(!tiled_);  // plan_given() plans per-block partials
   const int64_t n_kv = d_.n_head_kv, hdv = d_.head_dim_v;
   for (int64_t pair = 0; pair < n_ * n_kv; ++pair) {
     const int64_t t = pair / n_kv, g = pair % n_kv;

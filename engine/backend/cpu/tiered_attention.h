@@ -4,21 +4,34 @@
 // (window, host or disk alike), selects blocks for the approximate modes and merges the
 // partials by the log-sum-exp rule (attention.h).
 //
-// Exact attention computes one partial (o, m, s) per block of a query's range and merges them
-// left to right in position order, whichever tier each block lies in. A job attends, for one
-// query t and one KV head g (all n_rep query heads of its GQA group, kv_head = head / n_rep),
-// blocks [b0, b1) in order into the partials of its slot; a pair's slots cover consecutive
-// ranges merged in slot order. Few (query, KV head) pairs (decode): one job per block, for
-// parallelism, unless the per-block partials would take too much memory; otherwise one job per
-// pair. Either way the arithmetic is the same left-to-right merge of per-block partials, so a
-// result never depends on the window, the budgets, spill timing, the ubatch or the thread
-// count: a spilled run is bit for bit the unspilled one.
+// Two exact schemes, each tier-blind (blocks are read where they lie, in position order), so a
+// spilled run is bit for bit the unspilled one:
+// - Query-tiled (plan(): the CPU session's exact attention, decode and prefill alike; below).
+// - Per-block partials (plan_given(): the CUDA session's cold blocks): one partial (o, m, s) per
+//   block of a query's range, merged left to right in position order. A job attends, for one
+//   query t and one KV head g (all n_rep query heads of its GQA group, kv_head = head / n_rep),
+//   blocks [b0, b1) in order into the partials of its slot; a pair's slots cover consecutive
+//   ranges merged in slot order. Few (query, KV head) pairs: one job per block, for
+//   parallelism, unless the per-block partials would take too much memory; otherwise one job
+//   per pair. Either way the same left-to-right merge of per-block partials.
 //
 // Sliding-window layers (ModelConfig::attn_span, gemma3's local layers): a scheduler made for a
 // span attends, for a query at p, positions [p - span + 1, p] only: blocks wholly before the
 // span are not planned (exact) or skipped (the approximate modes' window, given blocks), and
 // the boundary block's rows before it are masked (attended from the first row inside). One
 // scheduler serves the layers of one span; the CPU session keeps one per span it needs.
+//
+// Query-tiled (engine/cpu/attention_tile.h, tiled_attention.cpp): a job attends, for one KV head g
+// and a tile of tile_tokens(n_rep) consecutive queries (the GQA group's heads of each: up to 64
+// rows), the blocks of one key range in position order with an online softmax, and a tile's ranges
+// are merged in range order by the log-sum-exp rule. Ranges are fixed positions (multiples of
+// kRangeTokens, in whole blocks), not a function of the ubatch or the thread count, and a row's
+// arithmetic does not depend on its tile (attention_tile.h): so a query's result is the same bits
+// whatever the threads, the window, the budgets, spill timing and the ubatch (decode equals
+// prefill). The ubatch's tiles run in waves whose range states stay within kMaxWaveBytes
+// ([slots][rows][head_dim_v + 2] floats; at least one tile per wave), plus the output [n][n_head]
+// [head_dim_v] and the tile kernel's per-thread scratch. An approximate mode whose ubatch has no
+// cold block attends exactly this way too (so it equals the exact mode there).
 //
 // Approximate modes (kv::KvAttention): Streaming attends each query's window (the tier
 // policy's sink and recent blocks for that query) only; TopK attends the window and, per KV
@@ -27,8 +40,9 @@
 // Cold blocks are split so that one ubatch has about kTargetJobs jobs, but a chunk never holds
 // fewer than kMinChunkTokens positions; a function of the ubatch and the shapes only.
 //
-// Memory: the partials of one plan, [slots][n_rep] of head_dim_v floats each (bounded by
-// kMaxBlockPartials slots x n_rep in the per-block plan); TopK's bounds, [n_layer][n_blocks]
+// Memory: the partials of a per-block or approximate plan, [slots][n_rep] of head_dim_v floats
+// each (bounded by kMaxBlockPartials slots x n_rep in the per-block plan); a tiled plan's, above;
+// TopK's bounds, [n_layer][n_blocks]
 // [n_head_kv][head_dim] floats twice.
 #pragma once
 
@@ -74,7 +88,8 @@ class TieredAttention {
   /// Causal: n queries at positions [pos0, pos0 + n) attend their causal ranges (within the
   /// span) of the cache's blocks, block b holding positions [b * block_size, ...)
   /// (KvCache::blocks()). The same plan serves every layer of the span in the ubatch.
-  /// `n_threads` only chooses per-block or per-pair jobs.
+  /// `n_threads` changes nothing (the plan never depends on it); plan_given()'s chooses
+  /// per-block or per-pair jobs.
   void plan(int64_t pos0, int64_t n, int n_threads);
   /// Given blocks (exact only): n queries at [pos0, pos0 + n) attend the given blocks, every
   /// one before pos0, in position order (the CUDA session's cold blocks), those of them within
@@ -103,6 +118,10 @@ class TieredAttention {
 
   // Job sizing (see the top of this file). Never a function of the thread count.
   static constexpr int64_t kTargetJobs = 64;
+  // Query-tiled plans: key ranges of this many positions (rounded down to whole blocks, at
+  // least one), and the range states of one wave.
+  static constexpr int64_t kRangeTokens = 2048;
+  static constexpr int64_t kMaxWaveBytes = int64_t{32} << 20;
   static constexpr int64_t kMinChunkTokens = 256;
   static constexpr int64_t kMaxBlockPartials = int64_t{1} << 16;
 
@@ -129,6 +148,21 @@ class TieredAttention {
   // Query head r of pair (t * n_head_kv + g): its slots' partials merged in slot order.
   const AttnPartial& merged(int64_t pair, int64_t r);
 
+  // Query-tiled exact prefill (tiled_attention.cpp). A job: KV head g, queries [t0, t0 + nt)
+  // of the ubatch, blocks [b0, b1) of the block table, into slot `slot`.
+  struct TileJob {
+    int64_t g = 0, t0 = 0, nt = 0, b0 = 0, b1 = 0, slot = 0;
+  };
+  void plan_tiled(int64_t pos0, int64_t n);
+  void run_tiled(ThreadPool& pool, const float* q, std::span<const kv::BlockView> blocks,
+                 AttnTimes& times);
+  void finalize_tiled(float* out, AttnTimes& times);
+  // A wave of the tiled plan: jobs up to job_end, (tile, KV head) pairs up to pair_end, its
+  // first slot.
+  struct Wave {
+    int64_t job_end = 0, pair_end = 0, slot0 = 0;
+  };
+
   AttnDims d_;
   kv::WindowRule rule_;
   kv::KvAttention mode_;
@@ -140,6 +174,15 @@ class TieredAttention {
   std::vector<Job> jobs_;
   std::vector<int64_t> first_slot_;  // [n * n_head_kv + 1]: slots of (t, g) are [first, next)
   std::vector<AttnPartial> parts_;   // [slots][n_rep]
+  bool tiled_ = false;
+  int64_t tile_tok_ = 0;   // queries per tile
+  int64_t tile_rows_ = 0;  // rows of a full tile, padded (attention_tile.h)
+  std::vector<TileJob> tile_jobs_;
+  std::vector<int64_t> tile_first_slot_;  // [n_tiles * n_head_kv + 1]: (tile, g)'s slots
+  std::vector<Wave> tile_waves_;
+  std::vector<float>
+      tile_state_;               // a wave's slots: [slots][o: rows x head_dim_v, m: rows, s: rows]
+  std::vector<float> tile_out_;  // [n][n_head][head_dim_v]
   // TopK: [n_layer][n_blocks][n_head_kv][head_dim] min and max of each key dimension.
   std::vector<std::vector<float>> kmin_, kmax_;
 };
