@@ -239,6 +239,13 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
 
+// Attention's FLOPs in a prefill of n tokens into an empty cache: 2 x n_head x (head_dim +
+// head_dim_v) per (query, key) pair per layer (Q.K and P.V) over the causal pairs n (n + 1) / 2.
+double prefill_attention_flops(const ModelConfig& c, int64_t n) {
+  const double pairs = static_cast<double>(n) * static_cast<double>(n + 1) / 2;
+  return 2.0 * static_cast<double>(c.n_layer * c.n_head * (c.head_dim + c.head_dim_v)) * pairs;
+}
+
 // FLOPs of one prefill of n tokens into an empty cache: 2 x the multiply-adds of every layer
 // matrix per token, output.weight once (logits of the last token only), and attention's
 // 2 x n_head x (head_dim + head_dim_v) per (query, key) pair per layer (Q.K and P.V; the
@@ -258,9 +265,8 @@ double prefill_flops(const Model& model, int64_t n) {
   }
   const double out_macs =
       static_cast<double>(model.output->ne[0]) * static_cast<double>(model.output->ne[1]);
-  const double pairs = static_cast<double>(n) * static_cast<double>(n + 1) / 2;
-  const double attn = 2.0 * static_cast<double>(c.n_layer * c.n_head * (c.head_dim + c.head_dim_v));
-  return 2.0 * macs_per_token * static_cast<double>(n) + 2.0 * out_macs + attn * pairs;
+  return 2.0 * macs_per_token * static_cast<double>(n) + 2.0 * out_macs +
+         prefill_attention_flops(c, n);
 }
 
 }  // namespace
@@ -359,6 +365,11 @@ int run_bench(const BenchArgs& a) {
   const double pp_gflops = pp_flops * m->pp.median / a.n_prompt / 1e9;
   // Attention's share of the prefill thread-seconds; 0 off the fast CPU session.
   const double attn_share = m->pp_thread_s > 0 ? m->pp_attn_thread_s / m->pp_thread_s : 0.0;
+  // Attention's own FLOP rate, all threads together (comparable with peak_gflops_per_s).
+  const double attn_gflops = m->pp_attn_thread_s > 0
+                                 ? prefill_attention_flops(c, a.n_prompt) * a.reps * sp.n_threads /
+                                       m->pp_attn_thread_s / 1e9
+                                 : 0.0;
 
   // Step i of tg (0-based, after the depth prefix) reads depth + i + 1 cached positions.
   const int64_t weights = kv::decode_weight_bytes(model);
@@ -397,6 +408,7 @@ int run_bench(const BenchArgs& a) {
     j["pp_flops"] = pp_flops;
     j["pp_gflops_per_s"] = pp_gflops;
     j["pp_attention_share"] = attn_share;
+    j["pp_attention_gflops_per_s"] = attn_gflops;
     j["peak_rss_bytes"] = peak_rss;
     j["model_bytes"] = model_bytes;
     j["kv_bytes"] = m->kv_bytes;
@@ -439,9 +451,11 @@ int run_bench(const BenchArgs& a) {
              mib(m->tiers.host_mapped_bytes), mib(m->tiers.host_huge_page_bytes),
              kv.kv.huge_pages ? "on" : "off", thp_mode_name(read_thp_mode()));
   fmt::print("\n{:<8} {:>12} {:>12} {:>12} {:>10}\n", "test", "t/s median", "min", "max", "GB/s");
-  fmt::print("{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10} {:>9.1f} GFLOP/s, attention {:.0f}%\n",
-             fmt::format("pp{}", a.n_prompt), m->pp.median, m->pp.min, m->pp.max, "", pp_gflops,
-             100 * attn_share);
+  fmt::print(
+      "{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10} {:>9.1f} GFLOP/s, attention {:.0f}% at {:.1f} "
+      "GFLOP/s\n",
+      fmt::format("pp{}", a.n_prompt), m->pp.median, m->pp.min, m->pp.max, "", pp_gflops,
+      100 * attn_share, attn_gflops);
   fmt::print(
       "{:<8} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f}\n",
       a.depth > 0 ? fmt::format("tg{} @ d{}", a.n_gen, a.depth) : fmt::format("tg{}", a.n_gen),

@@ -75,7 +75,7 @@ TEST(CliBench, RooflineFieldsAreSane) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = parse_one_object(r.out);
   for (const char* key : {"peak_gflops_per_s", "peak_int8_gops_per_s", "pp_gflops_per_s",
-                          "pp_attention_share", "pp_flops"}) {
+                          "pp_attention_share", "pp_attention_gflops_per_s", "pp_flops"}) {
     ASSERT_TRUE(j.contains(key) && j[key].is_number()) << key << " missing in " << r.out;
   }
   const double fp32 = j["peak_gflops_per_s"], int8 = j["peak_int8_gops_per_s"],
@@ -88,6 +88,10 @@ TEST(CliBench, RooflineFieldsAreSane) {
   EXPECT_LT(pp, 2 * std::max(fp32, int8));
   EXPECT_GT(share, 0.0);
   EXPECT_LT(share, 1.0);
+  // Attention's own rate: positive and below the FP32 roof it runs on (twice, for noise).
+  const double attn = j["pp_attention_gflops_per_s"];
+  EXPECT_GT(attn, 0.0);
+  EXPECT_LT(attn, 2 * fp32);
   // pp_gflops_per_s is pp_flops at the measured rate.
   const double flops = j["pp_flops"];
   EXPECT_NEAR(pp, flops * j["pp_tokens_per_s"].get<double>() / 64 / 1e9, 1e-9 * flops);
