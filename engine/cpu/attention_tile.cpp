@@ -13,6 +13,8 @@ namespace spw::cpu {
 namespace {
 
 constexpr int64_t kRowAlign = 16;
+// Tiles of at most this many rows (decode) compute their scores with the keys in the lanes.
+constexpr int64_t kSmallTileRows = 8;
 
 // Rows [r0, r0 + n) of a span in f32, [n][len]: the span's own memory for f32 rows stored
 // contiguously, else converted into buf.
@@ -30,6 +32,11 @@ const float* rows_f32(const KvSpan& s, int64_t len, int64_t r0, int64_t n,
   }
   buf.resize(static_cast<size_t>(n * len));
   const size_t row_bytes = row_size(s.type, s.stride);
+  if (s.type == GgmlType::F16 && s.stride == len) {  // contiguous rows: one conversion
+    f16_to_f32_row(reinterpret_cast<const uint16_t*>(base + static_cast<size_t>(r0) * row_bytes),
+                   buf.data(), n * len);
+    return buf.data();
+  }
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* row = base + static_cast<size_t>(r0 + j) * row_bytes;
     float* dst = &buf[static_cast<size_t>(j * len)];
@@ -84,7 +91,7 @@ void tile_attend_block(const AttnShape& shape, const TileQueries& tq, KvSpan k, 
   if (end <= first) return;
   const OpKernels& K = active_op_kernels();
   const int64_t rows = tq.rows, hd = shape.head_dim, hdv = shape.head_dim_v;
-  thread_local std::vector<float> st, kbuf, vbuf, a;
+  thread_local std::vector<float> st, kbuf, vbuf, ktbuf, a;
   st.resize(static_cast<size_t>(kTileChunk * rows));
   a.resize(static_cast<size_t>(rows));
   // Chunks start at fixed positions of the block (see the header); only their attended part
@@ -92,10 +99,23 @@ void tile_attend_block(const AttnShape& shape, const TileQueries& tq, KvSpan k, 
   for (int64_t c0 = first / kTileChunk * kTileChunk; c0 < end; c0 += kTileChunk) {
     const int64_t j0 = std::max(c0, first), j1 = std::min(c0 + kTileChunk, end);
     const int64_t nk = j1 - j0;
-    const float* kf = rows_f32(k, hd, j0, nk, kbuf);
     const float* vf = rows_f32(v, hdv, j0, nk, vbuf);
     const auto kp0 = static_cast<int32_t>(block_pos0 + j0);
-    K.tile_scores(tq.qt.data(), rows, hd, kf, nk, shape.scale, st.data());
+    if (tq.n_real <= kSmallTileRows) {  // decode: keys in the lanes, no padded rows computed
+      const int64_t nkp = (nk + kRowAlign - 1) / kRowAlign * kRowAlign;
+      ktbuf.resize(static_cast<size_t>(hd * nkp));
+      if (k.type == GgmlType::F16 && k.stride == hd) {  // converted as it is transposed
+        K.tile_transpose_f16(static_cast<const uint16_t*>(k.data) + j0 * hd, hd, nk, ktbuf.data(),
+                             nkp);
+      } else {
+        K.tile_transpose(rows_f32(k, hd, j0, nk, kbuf), hd, nk, ktbuf.data(), nkp);
+      }
+      K.tile_scores_t(tq.qt.data(), rows, tq.n_real, hd, ktbuf.data(), nkp, nk, shape.scale,
+                      st.data());
+    } else {
+      K.tile_scores(tq.qt.data(), rows, hd, rows_f32(k, hd, j0, nk, kbuf), nk, shape.scale,
+                    st.data());
+    }
     // Keys every real row attends (the common case off the diagonal and the window's edge) need
     // no mask; pad rows then hold values nobody reads.
     const bool all = block_pos0 + j1 - 1 <= tq.pos[0] &&

@@ -103,6 +103,12 @@ struct OpKernels {
   void (*tile_accum)(const float* pt, int64_t rows, int64_t n_k, int32_t kp0, const int32_t* pos,
                      const int32_t* lo, const float* v, int64_t hdv, const float* a, int64_t n_real,
                      float* o);
+  // Small tiles: scores of rows [0, n_real) from the keys transposed (tile_transpose; nkp a
+  // multiple of 16), the same bits as tile_scores.
+  void (*tile_scores_t)(const float* qt, int64_t rows, int64_t n_real, int64_t hd, const float* kt,
+                        int64_t nkp, int64_t n_k, float scale, float* st);
+  void (*tile_transpose)(const float* k, int64_t hd, int64_t n_k, float* kt, int64_t nkp);
+  void (*tile_transpose_f16)(const uint16_t* k, int64_t hd, int64_t n_k, float* kt, int64_t nkp);
 };
 
 // Tables per level. The SIMD ones return nullptr where the build could not compile them

@@ -151,6 +151,13 @@ struct Tile {
   static bool valid(int32_t pos, int32_t lo, int32_t kp) { return lo <= kp && kp <= pos; }
   static bool eq(float a, float b) { return a == b; }
   static float blend(bool m, float a, float b) { return m ? a : b; }
+  static float to_f32(float x) { return x; }
+  static float to_f32(uint16_t h) { return fp16_to_fp32(h); }
+  template <typename E, bool kFull>
+  static void transpose_block(const E* k, int64_t hd, int64_t n_k, int64_t d0, int64_t j0,
+                              float* kt, int64_t nkp) {
+    kt[d0 * nkp + j0] = kFull || j0 < n_k ? to_f32(k[j0 * hd + d0]) : 0.0f;
+  }
 };
 
 #include "engine/cpu/attn_tile.inc"
@@ -158,9 +165,10 @@ struct Tile {
 }  // namespace
 
 const OpKernels* op_kernels_scalar() {
-  static const OpKernels table = {rms_norm,    rope,       swiglu,      geglu,        softmax,
-                                  f32_to_f16,  f16_to_f32, f32_to_q8_0, exp_sum,      scale,
-                                  attn_scores, attn_accum, tile_scores, tile_softmax, tile_accum};
+  static const OpKernels table = {
+      rms_norm,    rope,         swiglu,     geglu,         softmax,        f32_to_f16,
+      f16_to_f32,  f32_to_q8_0,  exp_sum,    scale,         attn_scores,    attn_accum,
+      tile_scores, tile_softmax, tile_accum, tile_scores_t, tile_transpose, tile_transpose_f16};
   return &table;
 }
 

@@ -492,6 +492,36 @@ struct Tile {
   }
   static __m256 eq(__m256 a, __m256 b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
   static __m256 blend(__m256 m, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, m); }
+  // kt[d0 + c][j0 + r] = k[j0 + r][d0 + c] for an 8 x 8 block (rows past n_k: 0).
+  static float to_f32(float x) { return x; }
+  static float to_f32(uint16_t h) { return _cvtsh_ss(h); }
+  static __m256 load_row(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 load_row(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  template <typename E, bool kFull>
+  [[gnu::always_inline]] static void transpose_block(const E* k, int64_t hd, int64_t n_k,
+                                                     int64_t d0, int64_t j0, float* kt,
+                                                     int64_t nkp) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i)
+      r[i] = kFull || j0 + i < n_k ? load_row(k + (j0 + i) * hd + d0) : _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4 h + c], 128-bit lane L: column 4 L + c of rows 4 h .. 4 h + 3.
+    for (int h = 0; h < 2; ++h) {
+      u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; ++c) {
+      _mm256_storeu_ps(kt + (d0 + c) * nkp + j0, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+      _mm256_storeu_ps(kt + (d0 + 4 + c) * nkp + j0, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+    }
+  }
 };
 
 #include "engine/cpu/attn_tile.inc"
@@ -499,9 +529,10 @@ struct Tile {
 }  // namespace
 
 const OpKernels* op_kernels_avx2() {
-  static const OpKernels table = {rms_norm,    rope,       swiglu,      geglu,        softmax,
-                                  f32_to_f16,  f16_to_f32, f32_to_q8_0, exp_sum,      scale,
-                                  attn_scores, attn_accum, tile_scores, tile_softmax, tile_accum};
+  static const OpKernels table = {
+      rms_norm,    rope,         swiglu,     geglu,         softmax,        f32_to_f16,
+      f16_to_f32,  f32_to_q8_0,  exp_sum,    scale,         attn_scores,    attn_accum,
+      tile_scores, tile_softmax, tile_accum, tile_scores_t, tile_transpose, tile_transpose_f16};
   return &table;
 }
 

@@ -65,6 +65,43 @@ struct Tile {
   }
   static __mmask16 eq(__m512 a, __m512 b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
   static __m512 blend(__mmask16 m, __m512 a, __m512 b) { return _mm512_mask_blend_ps(m, b, a); }
+  // kt[d0 + c][j0 + r] = k[j0 + r][d0 + c] for a 16 x 16 block (rows past n_k: 0).
+  static float to_f32(float x) { return x; }
+  static float to_f32(uint16_t h) { return _cvtsh_ss(h); }
+  static __m512 load_row(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load_row(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  template <typename E, bool kFull>
+  [[gnu::always_inline]] static void transpose_block(const E* k, int64_t hd, int64_t n_k,
+                                                     int64_t d0, int64_t j0, float* kt,
+                                                     int64_t nkp) {
+    __m512 r[16], t[16], u[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = kFull || j0 + i < n_k ? load_row(k + (j0 + i) * hd + d0) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4 h + c], 128-bit lane L: column 4 L + c of rows 4 h .. 4 h + 3.
+    for (int h = 0; h < 4; ++h) {
+      u[4 * h] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * h + 1] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[4 * h + 2] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * h + 3] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    // Lanes L of u[c], u[4 + c], u[8 + c], u[12 + c] are column 4 L + c, rows 0 .. 15.
+    for (int c = 0; c < 4; ++c) {
+      const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);  // lanes 0, 2
+      const __m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);  // lanes 1, 3
+      const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+      const __m512 f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+      _mm512_storeu_ps(kt + (d0 + c) * nkp + j0, _mm512_shuffle_f32x4(a, e, 0x88));
+      _mm512_storeu_ps(kt + (d0 + 8 + c) * nkp + j0, _mm512_shuffle_f32x4(a, e, 0xDD));
+      _mm512_storeu_ps(kt + (d0 + 4 + c) * nkp + j0, _mm512_shuffle_f32x4(b, f, 0x88));
+      _mm512_storeu_ps(kt + (d0 + 12 + c) * nkp + j0, _mm512_shuffle_f32x4(b, f, 0xDD));
+    }
+  }
 };
 
 #include "engine/cpu/attn_tile.inc"
@@ -79,6 +116,9 @@ const OpKernels* op_kernels_avx512() {
     t.tile_scores = tile_scores;
     t.tile_softmax = tile_softmax;
     t.tile_accum = tile_accum;
+    t.tile_scores_t = tile_scores_t;
+    t.tile_transpose = tile_transpose;
+    t.tile_transpose_f16 = tile_transpose_f16;
     return t;
   }();
   return op_kernels_avx2() != nullptr ? &table : nullptr;

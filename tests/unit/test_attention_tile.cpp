@@ -154,12 +154,14 @@ TEST(AttentionTile, MatchesAFloat64SoftmaxAtEveryLevel) {
       const std::vector<float> out =
           tiled(ks, q, c.n_rep, pos_first, n_tok, c.span, tile_tokens(c.n_rep));
       EXPECT_LE(rel_error(ks, q, out, c.n_rep, pos_first, n_tok, c.span), 2e-6);
+      // One token per tile: decode's small tiles (keys in the lanes), the same bits.
+      EXPECT_EQ(tiled(ks, q, c.n_rep, pos_first, n_tok, c.span, 1), out);
     }
   }
 }
 
-// A row's bits depend on nothing but its own query, position and keys: tiles of 1, 5 and the
-// kernel's size, starting anywhere, give identical outputs.
+// A row's bits depend on nothing but its own query, position and keys: tiles of 1 and 2 (small
+// tiles, keys in the lanes), 5 and the kernel's size, starting anywhere, give identical outputs.
 TEST(AttentionTile, ARowGivesTheSameBitsInAnyTile) {
   for (SimdLevel level : test::supported_simd_levels()) {
     test::SimdLevelScope scope(level);
@@ -170,6 +172,7 @@ TEST(AttentionTile, ARowGivesTheSameBitsInAnyTile) {
       const std::vector<float> q = random_q(n_tok * n_rep * 64, 4);
       const std::vector<float> a = tiled(ks, q, n_rep, pos_first, n_tok, span, tile_tokens(n_rep));
       EXPECT_EQ(tiled(ks, q, n_rep, pos_first, n_tok, span, 1), a);
+      EXPECT_EQ(tiled(ks, q, n_rep, pos_first, n_tok, span, 2), a);
       EXPECT_EQ(tiled(ks, q, n_rep, pos_first, n_tok, span, 5), a);
       // The last 30 queries on their own.
       const std::vector<float> tail(q.begin() + 31 * n_rep * 64, q.end());
