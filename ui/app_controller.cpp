@@ -124,6 +124,7 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
   // The library's Tokens column: counted for the model after each load and library change.
   connect(worker_, &app::EngineWorker::tokenCounts, &window_, &MainWindow::setTokenCounts);
   connect(&window_, &MainWindow::libraryChanged, worker_, &app::EngineWorker::countTokens);
+  connect(&window_, &MainWindow::documentRenamed, chat_, &ChatPanel::refreshTitles);
 
   window_.setBackendStatus(fromStd(app::backend_status_line()));
   loadModel();

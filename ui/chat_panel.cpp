@@ -191,11 +191,18 @@ bool ChatPanel::setLibraryFile(const QString& db_file, QString* error) {
 
 void ChatPanel::setDocuments(const QList<qint64>& doc_ids) {
   doc_ids_ = doc_ids;
+  refreshTitles();
+  plan_box_->hide();
+  reload();
+  updateControls();
+}
+
+void ChatPanel::refreshTitles() {
   doc_titles_.clear();
   for (qint64 id : doc_ids_) {
     QString title = tr("document %1").arg(id);
     if (lib_) {
-      if (auto d = lib_->document(id)) title = qs(d->title);
+      if (auto d = lib_->document(id)) title = qs(d->shown_title());
     }
     doc_titles_ << title;
   }
@@ -208,9 +215,6 @@ void ChatPanel::setDocuments(const QList<qint64>& doc_ids) {
                         .arg(doc_ids_.size())
                         .arg(doc_titles_.join(QStringLiteral(", "))));
   }
-  plan_box_->hide();
-  reload();
-  updateControls();
 }
 
 void ChatPanel::reload() {

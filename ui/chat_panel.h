@@ -62,6 +62,8 @@ class ChatPanel final : public QWidget {
   /// The documents questions go to (empty: none selected); shows their chat from the library.
   void setDocuments(const QList<qint64>& doc_ids);
   QList<qint64> documents() const { return doc_ids_; }
+  /// Reads the documents' titles again (one was renamed); the chat itself is left as it is.
+  void refreshTitles();
   /// Answer length in tokens at most (default 256).
   void setMaxAnswerTokens(int n) { n_predict_ = n; }
   /// An engine message as the chat shows it: hints that name a CLI flag name what to click

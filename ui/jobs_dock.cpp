@@ -24,7 +24,6 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
-#include "app/store/display_title.h"
 #include "app/store/library.h"
 #include "ui/job_documents.h"
 #include "ui/new_batch_dialog.h"
@@ -402,8 +401,7 @@ NewBatchDialog* JobsDock::newBatch(const std::vector<int64_t>& doc_ids) {
     showError(tr("The library could not be read: %1").arg(qs(docs.error().message)));
     return nullptr;
   }
-  for (const auto& doc : *docs)
-    p.documents.push_back({doc.id, qs(app::display_title(doc.title, doc.path)), doc.n_pages});
+  for (const auto& doc : *docs) p.documents.push_back({doc.id, qs(doc.shown_title()), doc.n_pages});
   auto* dlg = new NewBatchDialog(p, this);
   dlg->setAttribute(Qt::WA_DeleteOnClose);
   connect(dlg, &NewBatchDialog::jobAdded, this, [this](qint64 id) {

@@ -1,8 +1,11 @@
 #include "ui/library_panel.h"
 
+#include <functional>
+
 #include <QAbstractTextDocumentLayout>
 #include <QApplication>
 #include <QHeaderView>
+#include <QKeySequence>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -49,10 +52,38 @@ QColor badgeColor(const QString& badge) {
   return QColor(0x61, 0x61, 0x61);
 }
 
-// Column 0 of the document list: the title, then "N pages" and coloured badges.
+// Column 0 of the document list: the title, then "N pages" and coloured badges. Renaming (F2,
+// the context menu) edits the title line in place; the new name goes to `renamed`, not into the
+// model (the window stores it and reloads the list).
 class DocumentDelegate final : public QStyledItemDelegate {
  public:
   using QStyledItemDelegate::QStyledItemDelegate;
+  std::function<void(qint64 doc_id, const QString& name)> renamed;
+
+  QWidget* createEditor(QWidget* parent, const QStyleOptionViewItem&,
+                        const QModelIndex&) const override {
+    auto* edit = new QLineEdit(parent);
+    edit->setObjectName(QStringLiteral("renameEditor"));
+    edit->setMaxLength(int(app::kMaxDocumentName));
+    edit->setPlaceholderText(tr("Empty: the title from the PDF"));
+    return edit;
+  }
+  void setEditorData(QWidget* editor, const QModelIndex& index) const override {
+    auto* edit = static_cast<QLineEdit*>(editor);
+    edit->setText(index.data(Qt::DisplayRole).toString());
+    edit->selectAll();
+  }
+  void setModelData(QWidget* editor, QAbstractItemModel*, const QModelIndex& index) const override {
+    const QString name = static_cast<QLineEdit*>(editor)->text();
+    if (name != index.data(Qt::DisplayRole).toString() && renamed)
+      renamed(index.data(kDocIdRole).toLongLong(), name);
+  }
+  void updateEditorGeometry(QWidget* editor, const QStyleOptionViewItem& option,
+                            const QModelIndex&) const override {
+    // Over the title line, right of the icon.
+    const QRect r = option.rect.adjusted(6 + 30 - 4, 3, -4, 0);
+    editor->setGeometry(r.left(), r.top(), r.width(), editor->sizeHint().height());
+  }
 
   QSize sizeHint(const QStyleOptionViewItem& opt, const QModelIndex& index) const override {
     QSize s = QStyledItemDelegate::sizeHint(opt, index);
@@ -239,7 +270,10 @@ LibraryPanel::LibraryPanel(app::Library* lib, QWidget* parent) : QWidget(parent)
   docs_->setRootIsDecorated(false);
   docs_->setUniformRowHeights(true);
   docs_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-  docs_->setItemDelegateForColumn(0, new DocumentDelegate(docs_));
+  auto* delegate = new DocumentDelegate(docs_);
+  delegate->renamed = [this](qint64 id, const QString& name) { emit renameRequested(id, name); };
+  docs_->setItemDelegateForColumn(0, delegate);
+  docs_->setEditTriggers(QAbstractItemView::EditKeyPressed);  // F2 (and the context menu)
   docs_->setContextMenuPolicy(Qt::CustomContextMenu);
   docs_->header()->setStretchLastSection(false);
   docs_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
@@ -321,10 +355,11 @@ void LibraryPanel::reload() {
   int64_t total_pages = 0;
   for (const app::DocumentRecord& d : docs) {
     auto* item = new QTreeWidgetItem(docs_);
-    const QString title = fromStd(app::display_title(d.title, d.path));
+    const QString title = fromStd(d.shown_title());
     item->setText(0, title);
     item->setIcon(0, pdf_icon);
     item->setData(0, kDocIdRole, qint64(d.id));
+    item->setFlags(item->flags() | Qt::ItemIsEditable);
     item->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
     QStringList badges;
     if (d.no_text) badges << tr("no text");
@@ -337,7 +372,11 @@ void LibraryPanel::reload() {
     item->setData(0, kSubtitleRole, d.n_pages == 1 ? tr("1 page") : tr("%1 pages").arg(d.n_pages));
     QString tip = QStringLiteral("<b>%1</b><br/>%2")
                       .arg(title.toHtmlEscaped(), fromStd(d.path).toHtmlEscaped());
-    if (!d.title.empty() && fromStd(d.title) != title)  // the PDF's own title, kept
+    // The PDF's own title (and the cleaned one a name replaced) are kept: said here.
+    const QString cleaned = fromStd(app::display_title(d.title, d.path));
+    if (!d.custom_title.empty() && cleaned != fromStd(d.title))
+      tip += QStringLiteral("<br/>") + tr("Title before renaming: %1").arg(cleaned.toHtmlEscaped());
+    if (!d.title.empty() && fromStd(d.title) != title)
       tip += QStringLiteral("<br/>") + tr("PDF title: %1").arg(fromStd(d.title).toHtmlEscaped());
     if (!badges.isEmpty()) tip += QStringLiteral("<br/>") + badges.join(QStringLiteral(", "));
     item->setToolTip(0, tip);
@@ -492,6 +531,21 @@ QList<QPair<qint64, int>> LibraryPanel::listedHits() const {
 
 QString LibraryPanel::summaryText() const { return summary_->text(); }
 
+bool LibraryPanel::startRename(qint64 doc_id) {
+  QTreeWidgetItem* item = itemFor(doc_id);
+  if (!item) return false;
+  stack_->setCurrentWidget(docs_);
+  docs_->setCurrentItem(item, 0);
+  docs_->scrollToItem(item);
+  docs_->editItem(item, 0);
+  return docs_->findChild<QLineEdit*>(QStringLiteral("renameEditor")) != nullptr;
+}
+
+QString LibraryPanel::documentToolTip(qint64 doc_id) const {
+  QTreeWidgetItem* item = itemFor(doc_id);
+  return item ? item->toolTip(0) : QString();
+}
+
 QTreeWidgetItem* LibraryPanel::itemFor(qint64 doc_id) const {
   for (int i = 0; i < docs_->topLevelItemCount(); ++i) {
     QTreeWidgetItem* item = docs_->topLevelItem(i);
@@ -507,6 +561,10 @@ void LibraryPanel::showContextMenu(const QPoint& pos) {
   QMenu menu(this);
   menu.addAction(QIcon::fromTheme(QStringLiteral("document-open")), tr("Open"), this,
                  [this, id] { emit documentActivated(id); });
+  QAction* rename =
+      menu.addAction(themed("edit-rename", QStyle::SP_FileDialogDetailedView, style()),
+                     tr("Rename…"), this, [this, id] { startRename(id); });
+  rename->setShortcut(QKeySequence(Qt::Key_F2));
   const QStringList badges = item->data(0, kBadgesRole).toStringList();
   const bool has_scanned = std::any_of(badges.begin(), badges.end(), [](const QString& b) {
     return b.contains(QStringLiteral("scanned"));

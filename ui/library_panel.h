@@ -3,7 +3,9 @@
 // encrypted / no-text documents), the search hits when a query is typed, and the ingest list
 // (IngestProgressPanel) at the bottom.
 //
-// Reads the Library given (the GUI thread's connection); never writes to it.
+// A document is renamed in place (F2 or the context menu's Rename…): renameRequested carries the
+// name, the window stores it. Reads the Library given (the GUI thread's connection); never
+// writes to it.
 #pragma once
 
 #include <QHash>
@@ -56,6 +58,11 @@ class LibraryPanel final : public QWidget {
   /// A listed document's title and badges ("2 scanned", "repaired", ...), for tests.
   QString documentTitle(qint64 doc_id) const;
   QStringList documentBadges(qint64 doc_id) const;
+  /// The row's tooltip (title, file, the PDF's own title when it differs, badges).
+  QString documentToolTip(qint64 doc_id) const;
+  /// Opens the in-place name editor on a document's title (what F2 and Rename… do); false
+  /// when the document is not listed.
+  bool startRename(qint64 doc_id);
   /// "12 pages" (the row's second line) and the Tokens column's text ("—" when unknown).
   QString documentSubtitle(qint64 doc_id) const;
   QString documentTokens(qint64 doc_id) const;
@@ -77,6 +84,8 @@ class LibraryPanel final : public QWidget {
   void addRequested();
   void removeRequested(qint64 doc_id);
   void ocrRequested(qint64 doc_id);
+  /// The user gave a document a new name ("" : back to the title from the PDF).
+  void renameRequested(qint64 doc_id, QString name);
 
  private:
   void runSearch();

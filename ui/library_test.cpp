@@ -2,6 +2,7 @@
 // the page with the words highlighted, the bundled sample on first start (and never again once
 // removed), scanned pages offering OCR, and the ingest rows.
 #include <gtest/gtest.h>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
@@ -140,6 +141,78 @@ TEST(LibraryPanel, CleanTitlesAndAnOverContextBadge) {
   EXPECT_EQ(panel.documentBadges(*word_id), QStringList{QStringLiteral("over context")});
 }
 
+// Rename as a person does it: select the document, F2, type, Enter. The name is stored in
+// SQLite (the PDF's title kept and said in the tooltip), the list, the viewer's title and the
+// window title show it; an empty name goes back to the cleaned title; a name the library
+// refuses is said in the status bar. The context menu's Rename… opens the same editor.
+TEST(LibraryPanel, F2RenamesADocumentAndThePdfTitleIsKept) {
+  TempDir dir("spillway-ui-rename");
+  TempDir files("spillway-ui-rename-files");
+  test::PdfDoc doc;
+  doc.title = "Microsoft Word - contract_final_v2.docx";
+  test::PdfPage p1;
+  p1.runs = test::column({"The parties agree."}, 72, 720);
+  doc.pages.push_back(p1);
+  const fs::path pdf = files / "contract_final_v2.pdf";
+  test::write_file(pdf, test::build_pdf(doc));
+  MainWindow w(paramsFor(dir, false));
+  w.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+  w.addFiles({QString::fromStdString(pdf.string())});
+  ASSERT_TRUE(waitIdle(w));
+  LibraryPanel* panel = w.libraryPanel();
+  const qint64 id = panel->listedDocuments().value(0);
+  ASSERT_GT(id, 0);
+  EXPECT_EQ(panel->documentTitle(id), QStringLiteral("contract final v2"));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return w.pageViewer()->documentId() == id; }, 10000));
+
+  auto* list = panel->findChild<QTreeWidget*>(QStringLiteral("documentList"));
+  ASSERT_NE(list, nullptr);
+  list->setFocus();
+  panel->selectDocument(id);
+  list->setCurrentItem(list->topLevelItem(0));
+  QSignalSpy renamed(&w, &MainWindow::documentRenamed);
+  QTest::keyClick(list, Qt::Key_F2);
+  auto* editor = list->findChild<QLineEdit*>(QStringLiteral("renameEditor"));
+  ASSERT_NE(editor, nullptr) << "F2 opens the name editor";
+  EXPECT_EQ(editor->text(), QStringLiteral("contract final v2"));
+  editor->selectAll();
+  QTest::keyClicks(editor, QStringLiteral("Supply contract with Acme"));
+  QTest::keyClick(editor, Qt::Key_Return);  // the view commits it from the event loop
+  ASSERT_TRUE(QTest::qWaitFor([&] { return renamed.count() == 1; }, 5000));
+
+  auto lib = app::Library::open(app::library_db_file(dir.path()));
+  ASSERT_TRUE(lib.ok());
+  auto stored = (*lib)->document(id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->custom_title, "Supply contract with Acme");
+  EXPECT_EQ(stored->title, "Microsoft Word - contract_final_v2.docx");
+  EXPECT_EQ(panel->documentTitle(id), QStringLiteral("Supply contract with Acme"));
+  const QString tip = panel->documentToolTip(id);
+  EXPECT_TRUE(tip.contains(QStringLiteral("PDF title: Microsoft Word - contract_final_v2.docx")))
+      << tip.toStdString();
+  EXPECT_TRUE(tip.contains(QStringLiteral("Title before renaming: contract final v2")))
+      << tip.toStdString();
+  EXPECT_EQ(w.pageViewer()->documentTitle(), QStringLiteral("Supply contract with Acme"));
+  EXPECT_EQ(w.windowTitle(), QStringLiteral("Supply contract with Acme — Spillway"));
+
+  // Rename… from the context menu opens the same editor; an empty name is the PDF's title.
+  ASSERT_TRUE(panel->startRename(id));
+  editor = list->findChild<QLineEdit*>(QStringLiteral("renameEditor"));
+  ASSERT_NE(editor, nullptr);
+  editor->clear();
+  QTest::keyClick(editor, Qt::Key_Return);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return renamed.count() == 2; }, 5000));
+  EXPECT_EQ(panel->documentTitle(id), QStringLiteral("contract final v2"));
+  EXPECT_EQ((*lib)->document(id)->custom_title, "");
+
+  // Too long for the library: nothing changes, the status bar says why.
+  w.renameDocument(id, QString(301, QLatin1Char('x')));
+  EXPECT_EQ(panel->documentTitle(id), QStringLiteral("contract final v2"));
+  EXPECT_EQ(w.activity(), QStringLiteral("Not renamed: a document name is at most 300 "
+                                         "characters; this one has 301"));
+}
+
 TEST(LibraryPanel, SearchListsHitsAndAHitOpensThePageHighlighted) {
   TempDir dir("spillway-ui-lib");
   MainWindow w(paramsFor(dir, false));
@@ -268,7 +341,9 @@ TEST(LibraryPanel, ScannedPagesOfferOcrOrSayWhyNot) {
   EXPECT_TRUE(w.libraryPanel()->documentBadges(doc_id).contains(QStringLiteral("1 scanned")));
 }
 
-TEST(LibraryPanel, OcrReingestReplacesTheDocument) {
+// "Read scanned pages with OCR" reads the document again in place: the same id, its name and
+// its chat stay, its scanned page is now OCR'd.
+TEST(LibraryPanel, OcrReadsTheDocumentAgainInPlace) {
   if (!app::IngestQueue::ocrAvailable()) GTEST_SKIP() << "this build has no tesseract";
   TempDir dir("spillway-ui-lib");
   TempDir files("spillway-ui-lib-files");
@@ -295,20 +370,33 @@ TEST(LibraryPanel, OcrReingestReplacesTheDocument) {
   ASSERT_TRUE(waitIdle(w));
   const QList<qint64> before = w.libraryPanel()->listedDocuments();
   ASSERT_EQ(before.size(), 1);
+  ASSERT_TRUE(w.library()->rename_document(before[0], "Scanned letter"));
+  auto chat = w.library()->create_chat(before[0], "Scanned letter");
+  ASSERT_TRUE(chat.ok());
+  ASSERT_TRUE(w.library()->add_message(*chat, "user", "Who signed it?").ok());
   w.ocrDocument(before[0]);
   ASSERT_TRUE(waitIdle(w));
   const QList<qint64> after = w.libraryPanel()->listedDocuments();
-  ASSERT_EQ(after.size(), 1) << "the document is replaced, not duplicated";
-  EXPECT_NE(after[0], before[0]);
+  EXPECT_EQ(after, before) << "the same document, read again in place";
   auto lib = app::Library::open(app::library_db_file(dir.path()));
   ASSERT_TRUE(lib.ok());
-  auto d = (*lib)->document(after[0]);
+  auto d = (*lib)->document(before[0]);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->n_scanned, 1);
   EXPECT_EQ(d->n_ocr, 1);
   EXPECT_EQ(d->title, "To be read");
-  EXPECT_FALSE((*lib)->document(before[0]).ok());
-  EXPECT_TRUE(w.libraryPanel()->documentBadges(after[0]).contains(QStringLiteral("OCR 1")));
+  EXPECT_EQ(d->custom_title, "Scanned letter");
+  auto pages = (*lib)->pages(before[0]);
+  ASSERT_TRUE(pages.ok());
+  ASSERT_EQ(pages->size(), 2u);
+  EXPECT_TRUE((*pages)[1].ocr);
+  auto chats = (*lib)->chats(before[0]);
+  ASSERT_TRUE(chats.ok());
+  ASSERT_EQ(chats->size(), 1u);
+  EXPECT_EQ((*chats)[0].id, *chat);
+  EXPECT_EQ((*lib)->messages(*chat)->size(), 1u);
+  EXPECT_TRUE(w.libraryPanel()->documentBadges(before[0]).contains(QStringLiteral("OCR 1")));
+  EXPECT_EQ(w.libraryPanel()->documentTitle(before[0]), QStringLiteral("Scanned letter"));
 }
 
 TEST(IngestProgressPanel, RowsShowPagesAndTimeLeftAndCancel) {

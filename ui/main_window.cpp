@@ -24,7 +24,6 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
-#include "app/store/display_title.h"
 #include "app/store/library.h"
 #include "app/worker/ingest_worker.h"
 #include "ui/icons.h"
@@ -153,6 +152,7 @@ MainWindow::MainWindow(const MainWindowParams& params, QWidget* parent)
   connect(library_panel_, &LibraryPanel::removeRequested, this,
           [this](qint64 id) { removeDocument(id, true); });
   connect(library_panel_, &LibraryPanel::ocrRequested, this, &MainWindow::ocrDocument);
+  connect(library_panel_, &LibraryPanel::renameRequested, this, &MainWindow::renameDocument);
   connect(library_panel_->ingestPanel(), &IngestProgressPanel::cancelRequested, ingest_,
           &app::IngestQueue::cancel);
 
@@ -428,6 +428,8 @@ qint64 MainWindow::enqueue(const QString& path, const QString& password, bool oc
   req.password = password;
   req.ocr = ocr;
   req.replace_doc_id = replace_doc_id;
+  pending.ocr = ocr;
+  pending.replace_doc_id = replace_doc_id;
   const qint64 id = ingest_->enqueue(std::move(req));
   pending_.insert(id, std::move(pending));
   library_panel_->ingestPanel()->addJob(id, path);
@@ -448,7 +450,7 @@ void MainWindow::onIngestFinished(const app::IngestOutcome& o) {
     const std::optional<QString> pw = ask(o.path, o.wrong_password);
     if (pw && !pw->isEmpty()) {
       panel->removeJob(o.id);
-      enqueue(o.path, *pw, false, 0, pending);
+      enqueue(o.path, *pw, pending.ocr, pending.replace_doc_id, pending);
     } else {
       panel->finishJob(o.id, IngestProgressPanel::Outcome::Failed,
                        tr("Not added: the file is encrypted and no password was given."));
@@ -459,12 +461,7 @@ void MainWindow::onIngestFinished(const app::IngestOutcome& o) {
     } else {
       panel->finishJob(o.id, IngestProgressPanel::Outcome::Failed, o.error);
     }
-    // A failed or cancelled OCR re-ingest stored the document again under a new id.
-    library_panel_->reload();
-    if (o.doc_id > 0) {
-      if (pending.open_when_done) showPage(o.doc_id, 1);
-      emit libraryChanged();
-    }
+    // A failed re-read (OCR) leaves the document as it was.
   } else {
     if (pending.is_sample && lib_) (void)lib_->set_setting(kSampleAddedKey, "1");
     library_panel_->reload();
@@ -498,7 +495,10 @@ void MainWindow::onIngestFinished(const app::IngestOutcome& o) {
                 if (id == job) ocrDocument(doc_id);
               });
     }
-    if (pending.open_when_done || viewer_->documentId() == 0) {
+    if (pending.replace_doc_id > 0) {
+      // Read again in place: the page on screen stays where it is.
+      if (viewer_->documentId() == o.doc_id) showPage(o.doc_id, viewer_->currentPage());
+    } else if (pending.open_when_done || viewer_->documentId() == 0) {
       showPage(o.doc_id, 1);
     }
     if (!o.already_present) emit libraryChanged();
@@ -553,6 +553,22 @@ void MainWindow::ocrDocument(qint64 doc_id) {
   enqueue(path, {}, true, doc_id, PendingIngest{path, viewer_->documentId() == doc_id, false});
 }
 
+void MainWindow::renameDocument(qint64 doc_id, const QString& name) {
+  if (!lib_) return;
+  if (Status st = lib_->rename_document(doc_id, name.toStdString()); !st) {
+    setActivity(tr("Not renamed: %1").arg(fromStd(st.error().message)));
+    return;
+  }
+  library_panel_->reload();
+  if (viewer_->documentId() == doc_id) {
+    if (auto doc = lib_->document(doc_id)) {
+      viewer_->setDocumentTitle(fromStd(doc->shown_title()));
+      setWindowTitle(QStringLiteral("%1 — Spillway").arg(viewer_->documentTitle()));
+    }
+  }
+  emit documentRenamed(doc_id);
+}
+
 void MainWindow::removeDocument(qint64 doc_id, bool confirm) {
   if (!lib_) return;
   auto doc = lib_->document(doc_id);
@@ -561,7 +577,7 @@ void MainWindow::removeDocument(qint64 doc_id, bool confirm) {
       QMessageBox::question(this, tr("Remove document"),
                             tr("Remove “%1” and its chats from the library? The PDF file itself is "
                                "not touched.")
-                                .arg(fromStd(doc->title))) != QMessageBox::Yes) {
+                                .arg(fromStd(doc->shown_title()))) != QMessageBox::Yes) {
     return;
   }
   if (Status st = lib_->remove_document(doc_id); !st) {
@@ -586,7 +602,7 @@ void MainWindow::showPage(qint64 doc_id, int page_no, const QString& highlight) 
   PageViewer::DocumentInfo info;
   info.id = doc->id;
   info.path = fromStd(doc->path);
-  info.title = fromStd(app::display_title(doc->title, doc->path));
+  info.title = fromStd(doc->shown_title());
   info.n_pages = doc->n_pages;
   library_panel_->selectDocument(doc_id);
   last_doc_ = doc_id;

@@ -109,9 +109,14 @@ class MainWindow final : public QMainWindow {
   /// Queues PDFs for ingest (what a drop does). `open_first`: open the first file's document
   /// when it is in. Returns the ingest request ids.
   QList<qint64> addFiles(const QStringList& paths, bool open_first = true);
+  /// Gives a document a new name ("" : back to the title from the PDF), stored in the library;
+  /// the list, the viewer's title and documentRenamed follow. A name the library refuses (too
+  /// long) is said in the status bar.
+  void renameDocument(qint64 doc_id, const QString& name);
   /// Removes a document from the library (asks first when `confirm`).
   void removeDocument(qint64 doc_id, bool confirm = true);
-  /// Re-ingests a document with OCR (when the build has tesseract; says so when not).
+  /// Reads a document's scanned pages again with OCR, in place: the same id, its name, chats
+  /// and jobs stay (when the build has tesseract; says so when not).
   void ocrDocument(qint64 doc_id);
   void setPasswordProvider(PasswordProvider provider) { password_provider_ = std::move(provider); }
   /// Ingest requests queued or running.
@@ -136,6 +141,8 @@ class MainWindow final : public QMainWindow {
   void settingsRequested();
   /// Documents were added or removed (token counts, chat document lists may need refreshing).
   void libraryChanged();
+  /// A document got a new name (titles shown elsewhere may need refreshing).
+  void documentRenamed(qint64 doc_id);
   /// One ingest request ended (after the window handled it: password retry, rows, reload).
   void ingestFinished(spw::app::IngestOutcome outcome);
   /// Once per window: the first page is on screen, or start-up ended with nothing to show.
@@ -153,6 +160,8 @@ class MainWindow final : public QMainWindow {
     QString path;
     bool open_when_done = false;
     bool is_sample = false;
+    bool ocr = false;  // set by enqueue: what a password retry asks again
+    qint64 replace_doc_id = 0;
   };
   void buildMenus();
   void buildDocks();

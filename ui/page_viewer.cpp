@@ -354,6 +354,11 @@ void PageViewer::openDocument(const DocumentInfo& doc, int page_no, const QStrin
   showPage(page_no);
 }
 
+void PageViewer::setDocumentTitle(const QString& title) {
+  doc_.title = title;
+  title_->setText(title);
+}
+
 void PageViewer::closeDocument() {
   latest_->fetch_add(1);
   rendering_ = false;

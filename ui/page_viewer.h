@@ -70,6 +70,8 @@ class PageViewer final : public QWidget {
   /// Empty clears.
   void setHighlight(const QString& text);
 
+  /// A new title for the open document (it was renamed).
+  void setDocumentTitle(const QString& title);
   qint64 documentId() const { return doc_.id; }
   QString documentTitle() const { return doc_.title; }
   int currentPage() const { return page_; }

@@ -22,7 +22,8 @@ struct PageText {
 
 struct DocumentText {
   int64_t id = 0;
-  std::string title;
+  std::string title;            // the PDF's own (what prompts name the document by)
+  std::string shown_title;      // what the app shows (DocumentRecord::shown_title); may be empty
   std::vector<PageText> pages;  // in page order
 };
 

@@ -41,12 +41,13 @@ Expected<std::unique_ptr<Library>> open_library(const std::string& data_dir) {
   return Library::open(app::library_db_file(paths->data_dir));
 }
 
-enum class Access { Read, Remove };
+enum class Access { Read, Write };
 
-// The library of a command that only reads it (list, show, search), or removes a document: an
-// existing database is opened without the data folder's write check, read-only for reading, so
-// these work in a read-only folder or on a full disk (where `docs remove` is how a user frees
-// space). Without a database yet, as every other command: the folders are made and checked.
+// The library of a command that only reads it (list, show, search), or removes or renames a
+// document: an existing database is opened without the data folder's write check, read-only
+// for reading, so these work in a read-only folder or on a full disk (where `docs remove` is how
+// a user frees space). Without a database yet, as every other command: the folders are made and
+// checked.
 Expected<std::unique_ptr<Library>> open_existing_library(const std::string& data_dir,
                                                          Access access) {
   app::PathOverrides o;
@@ -62,7 +63,8 @@ Expected<std::unique_ptr<Library>> open_existing_library(const std::string& data
 nlohmann::json document_json(const DocumentRecord& d) {
   return {{"id", d.id},
           {"title", d.title},
-          {"display_title", app::display_title(d.title, d.path)},
+          {"display_title", d.shown_title()},
+          {"name", d.custom_title},
           {"path", d.path},
           {"sha256", d.sha256},
           {"pages", d.n_pages},
@@ -143,6 +145,22 @@ int run_ingest(const IngestArgs& a) {
       }
       continue;
     }
+    // --ocr of a stored file whose scanned (or unreadable) pages were never read: read it
+    // again in place (the same id; its name, chats and jobs stay).
+    bool reread = false;
+    if (r->already_present && a.ocr &&
+        (r->document.n_scanned > r->document.n_ocr || r->document.n_undecodable > 0)) {
+      app::IngestOptions again = opts;
+      again.reread_doc_id = r->doc_id;
+      auto rr = app::ingest_file(**lib, file, again, std::ref(progress));
+      if (!rr) {
+        rc = 1;
+        std::fprintf(stderr, "error: %s\n", rr.error().message.c_str());
+        continue;
+      }
+      r = std::move(rr);
+      reread = true;
+    }
     const DocumentRecord& d = r->document;
     for (const app::PageWarning& w : r->warnings) {
       if (w.page_no > 0) {
@@ -155,6 +173,7 @@ int run_ingest(const IngestArgs& a) {
       nlohmann::json j = document_json(d);
       j["file"] = file;
       j["already_present"] = r->already_present;
+      j["reread"] = reread;
       j["warnings"] = nlohmann::json::array();
       for (const app::PageWarning& w : r->warnings)
         j["warnings"].push_back({{"page", w.page_no}, {"message", w.message}});
@@ -163,19 +182,10 @@ int run_ingest(const IngestArgs& a) {
       std::printf("document %lld: %s (already in the library)\n", static_cast<long long>(d.id),
                   file.c_str());
     } else {
-      std::printf("document %lld: %s: %d page%s, %lld characters%s\n", static_cast<long long>(d.id),
-                  file.c_str(), d.n_pages, d.n_pages == 1 ? "" : "s",
-                  static_cast<long long>(d.n_chars),
+      std::printf("document %lld: %s: %s%d page%s, %lld characters%s\n",
+                  static_cast<long long>(d.id), file.c_str(), reread ? "read again with OCR: " : "",
+                  d.n_pages, d.n_pages == 1 ? "" : "s", static_cast<long long>(d.n_chars),
                   flags_text(d) == "-" ? "" : (" [" + flags_text(d) + "]").c_str());
-    }
-    // --ocr does not re-read a file already stored (its id, chats and jobs stay as they are):
-    // say how to get it read, instead of a silent "already in the library".
-    if (r->already_present && a.ocr && d.no_text) {
-      std::fprintf(stderr,
-                   "note: %s is already in the library as document %lld without text; --ocr "
-                   "does not re-read a stored file: run `spillway-cli docs remove %lld`, then "
-                   "ingest it again with --ocr\n",
-                   file.c_str(), static_cast<long long>(d.id), static_cast<long long>(d.id));
     }
     std::fflush(stdout);
   }
@@ -183,7 +193,8 @@ int run_ingest(const IngestArgs& a) {
 }
 
 CLI::App* add_docs_command(CLI::App& app, DocsArgs& a) {
-  auto* c = app.add_subcommand("docs", "The library: list, show, search and remove documents");
+  auto* c =
+      app.add_subcommand("docs", "The library: list, show, search, remove and rename documents");
   c->require_subcommand(1);
   a.list = c->add_subcommand("list", "All documents: id, pages, characters, flags, title");
   a.show = c->add_subcommand("show", "One document: its pages and flags, or its text");
@@ -207,7 +218,12 @@ CLI::App* add_docs_command(CLI::App& app, DocsArgs& a) {
   a.search->add_option("--limit", a.limit, "At most this many hits")->capture_default_str();
   a.remove = c->add_subcommand("remove", "Remove a document, its pages and its chats");
   a.remove->add_option("id", a.id, "Document id")->required();
-  for (auto* sub : {a.list, a.show, a.search, a.remove}) {
+  a.rename = c->add_subcommand(
+      "rename", "Give a document the name it is shown under (its PDF title is kept)");
+  a.rename->add_option("id", a.id, "Document id")->required();
+  a.rename->add_option("name", a.name, "The new name; \"\" goes back to the title from the PDF")
+      ->required();
+  for (auto* sub : {a.list, a.show, a.search, a.remove, a.rename}) {
     sub->add_flag("--json", a.json, "One JSON object on stdout");
     sub->fallthrough();  // global options (--data-dir) after the command
   }
@@ -232,8 +248,7 @@ int docs_list(Library& lib, const DocsArgs& a) {
   std::printf("%4s  %5s  %10s  %-24s  %s\n", "ID", "PAGES", "CHARS", "FLAGS", "TITLE");
   for (const DocumentRecord& d : *docs) {
     std::printf("%4lld  %5d  %10lld  %-24s  %s\n", static_cast<long long>(d.id), d.n_pages,
-                static_cast<long long>(d.n_chars), flags_text(d).c_str(),
-                app::display_title(d.title, d.path).c_str());
+                static_cast<long long>(d.n_chars), flags_text(d).c_str(), d.shown_title().c_str());
   }
   return 0;
 }
@@ -303,14 +318,17 @@ int docs_show(Library& lib, const DocsArgs& a) {
     }
     if (doc->no_text) {
       std::fprintf(stderr,
-                   "note: document %lld has no text (scanned): to read it with OCR, `spillway-cli "
-                   "docs remove %lld`, then ingest the file again with --ocr\n",
-                   static_cast<long long>(doc->id), static_cast<long long>(doc->id));
+                   "note: document %lld has no text (scanned): to read it with OCR (in place: "
+                   "same id, chats and jobs kept), `spillway-cli ingest --ocr %s`\n",
+                   static_cast<long long>(doc->id), doc->path.c_str());
     }
     return 0;
   }
-  const std::string shown = app::display_title(doc->title, doc->path);
+  const std::string shown = doc->shown_title();
   std::printf("id:         %lld\ntitle:      %s\n", static_cast<long long>(doc->id), shown.c_str());
+  const std::string cleaned = app::display_title(doc->title, doc->path);
+  if (!doc->custom_title.empty() && cleaned != doc->title)
+    std::printf("cleaned:    %s (its title before it was renamed)\n", cleaned.c_str());
   if (!doc->title.empty() && doc->title != shown)
     std::printf("pdf title:  %s\n", doc->title.c_str());
   std::printf("path:       %s\nsha256:     %s\n", doc->path.c_str(), doc->sha256.c_str());
@@ -318,9 +336,9 @@ int docs_show(Library& lib, const DocsArgs& a) {
               static_cast<long long>(doc->n_chars), flags_text(*doc).c_str());
   if (doc->no_text)
     std::printf(
-        "text:       none (scanned, 0 tokens; --ocr reads it: `spillway-cli docs remove "
-        "%lld`, then ingest the file again with --ocr)\n",
-        static_cast<long long>(doc->id));
+        "text:       none (scanned, 0 tokens; OCR reads it in place: `spillway-cli ingest "
+        "--ocr %s`)\n",
+        doc->path.c_str());
   std::printf("%s (all documents)\n", app::snapshot_usage_text(kv.usage, kv.budget).c_str());
   for (const app::PageRecord& p : pages) {
     std::string flags;
@@ -390,20 +408,43 @@ int docs_remove(Library& lib, const DocsArgs& a) {
     return 0;
   }
   std::printf("removed document %lld (%s)\n", static_cast<long long>(a.id),
-              app::display_title(doc->title, doc->path).c_str());
+              doc->shown_title().c_str());
+  return 0;
+}
+
+int docs_rename(Library& lib, const DocsArgs& a) {
+  if (auto s = lib.rename_document(a.id, a.name); !s) {
+    return fail(fmt::format("cannot rename document {}: {}", a.id, s.error().message));
+  }
+  auto doc = lib.document(a.id);
+  if (!doc) return fail(doc.error().message);
+  if (a.json) {
+    nlohmann::json j = document_json(*doc);
+    std::printf("%s\n", dump(j).c_str());
+    return 0;
+  }
+  if (doc->custom_title.empty()) {
+    std::printf("document %lld: shown as \"%s\" (its own title; no name given)\n",
+                static_cast<long long>(a.id), doc->shown_title().c_str());
+  } else {
+    std::printf("document %lld: renamed to \"%s\" (PDF title: \"%s\")\n",
+                static_cast<long long>(a.id), doc->custom_title.c_str(), doc->title.c_str());
+  }
   return 0;
 }
 
 }  // namespace
 
 int run_docs(const DocsArgs& a) {
-  auto lib = open_existing_library(a.data_dir, *a.remove ? Access::Remove : Access::Read);
+  const bool writes = *a.remove || *a.rename;
+  auto lib = open_existing_library(a.data_dir, writes ? Access::Write : Access::Read);
   if (!lib) return fail(*a.remove ? remove_error(a, lib.error().message) : lib.error().message);
   if (*a.list) return docs_list(**lib, a);
   if (*a.show) return docs_show(**lib, a);
   if (*a.search) return docs_search(**lib, a);
   if (*a.remove) return docs_remove(**lib, a);
-  return fail("docs needs a command: list, show, search or remove");
+  if (*a.rename) return docs_rename(**lib, a);
+  return fail("docs needs a command: list, show, search, remove or rename");
 }
 
 }  // namespace spw::cli

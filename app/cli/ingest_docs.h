@@ -38,7 +38,9 @@ struct DocsArgs {
   CLI::App* show = nullptr;
   CLI::App* search = nullptr;
   CLI::App* remove = nullptr;
-  int64_t id = 0;     // show, remove
+  CLI::App* rename = nullptr;
+  int64_t id = 0;     // show, remove, rename
+  std::string name;   // rename ("": back to the cleaned title)
   int page = 0;       // show --page (0: all)
   bool text = false;  // show --text
   std::string query;  // search
@@ -48,7 +50,7 @@ struct DocsArgs {
   std::string data_dir;  // set by main from the global --data-dir
 };
 
-/// Adds `docs` (list, show, search, remove) to `app`; returns the subcommand.
+/// Adds `docs` (list, show, search, remove, rename) to `app`; returns the subcommand.
 CLI::App* add_docs_command(CLI::App& app, DocsArgs& args);
 int run_docs(const DocsArgs& args);
 

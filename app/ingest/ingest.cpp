@@ -69,7 +69,16 @@ Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pd
   if (!sha) return sha.error();
   auto found = lib.find_document_by_sha256(*sha);
   if (!found) return found.error();
-  if (*found) {
+  if (opts.reread_doc_id > 0) {
+    auto doc = lib.document(opts.reread_doc_id);
+    if (!doc) return make_error("cannot read '{}' again: {}", name, doc.error().message);
+    if (!*found || **found != doc->id) {
+      return make_error(
+          "cannot read document {} again from '{}': the file's bytes are not the ones it was "
+          "read from (the file changed or is another one); add it as a new document instead",
+          doc->id, name);
+    }
+  } else if (*found) {
     auto doc = lib.document(**found);
     if (!doc) return doc.error();
     // The stored text needs no password, but a password given for it is checked: a wrong one
@@ -214,6 +223,16 @@ Expected<IngestResult> ingest_file(Library& lib, const std::filesystem::path& pd
                      : "no page has text: the document will not be answered from (try --ocr)"});
   }
 
+  if (opts.reread_doc_id > 0) {
+    auto stored =
+        lib.replace_pages(opts.reread_doc_id, pages, opts.page_stored_hook, opts.page_stored_user);
+    if (!stored) {
+      return make_error("cannot store '{}' in the library: {}", name, stored.error().message);
+    }
+    result.doc_id = stored->id;
+    result.document = std::move(*stored);
+    return result;
+  }
   auto id = lib.add_document(doc, pages, opts.page_stored_hook, opts.page_stored_user);
   if (!id) {
     // Another process may have stored the same file meanwhile: that is "already present".

@@ -1,9 +1,10 @@
 // PDF ingest: a PDF file -> a document in the Library (pages in reading order, normalised).
 //
 // ingest_file() hashes the file (sha256); a file already in the library is not read again
-// (already_present, same id, nothing stored). Otherwise poppler opens it (the empty user
-// password first, then IngestOptions::password), each page is extracted in reading order and
-// released before the next (bounded memory: one page's text boxes at a time, plus the text),
+// (already_present, same id, nothing stored) unless IngestOptions::reread_doc_id asks for it
+// (OCR of a stored document: its pages are replaced in place). Otherwise poppler opens it (the
+// empty user password first, then IngestOptions::password), each page is extracted in reading order
+// and released before the next (bounded memory: one page's text boxes at a time, plus the text),
 // the whole document is normalised (ligatures, soft hyphens, hyphenation, padding, running
 // headers/footers) and stored in one transaction.
 #pragma once
@@ -28,6 +29,10 @@ struct IngestOptions {
   bool ocr = false;      // OCR pages without a text layer with tesseract (language "eng")
   std::string ocr_language = "eng";  // tesseract language (its traineddata must be installed)
   int ocr_dpi = 300;                 // rendering resolution of a page for OCR
+  /// Re-read in place: the file is the one document `reread_doc_id` was read from (the same
+  /// bytes), read again (with `ocr`) and its pages replaced (Library::replace_pages): the id,
+  /// its name, chats and jobs stay. 0: a plain ingest.
+  int64_t reread_doc_id = 0;
   /// Test hook: called inside the storing transaction after each page row (see Library).
   Library::PageStoredHook page_stored_hook = nullptr;
   void* page_stored_user = nullptr;
@@ -52,6 +57,8 @@ struct IngestResult {
 ///    ("'X' is encrypted: a password is needed (--password)" /
 ///     "'X': wrong password");
 ///  - cancelled through `progress`;
+///  - opts.reread_doc_id names no document, or the file's bytes are no longer the ones that
+///    document was read from ("... add it as a new document");
 ///  - the database write failed.
 /// Warnings (the document is still stored): a page without a text layer (scanned; OCR'd with
 /// opts.ocr), an unreliable page (PageRecord::undecodable: unmapped glyphs, symbol or letter

@@ -27,7 +27,39 @@ using test::PdfTextRun;
 using testing::expect_in_order;
 using testing::squash;
 
-class IngestPdf : public testing::IngestFixture {};
+class IngestPdf : public testing::IngestFixture {
+ protected:
+  // A PDF whose only page is an image of typed text ("INVOICE NUMBER 48213" / "Total due
+  // tomorrow", rendered by poppler); empty when poppler has no font to render the text with.
+  std::filesystem::path typed_scan_pdf() {
+    PdfPage text;
+    text.width = 500;
+    text.height = 200;
+    text.runs.push_back(PdfTextRun{30, 120, 28, "INVOICE NUMBER 48213", 0, 0});
+    text.runs.push_back(PdfTextRun{30, 70, 28, "Total due tomorrow", 0, 0});
+    const auto text_pdf = write_pdf("typed.pdf", PdfDoc{{text}, "", {}});
+    auto reader = PdfReader::open(text_pdf, "");
+    EXPECT_TRUE(reader.ok()) << reader.error().message;
+    if (!reader.ok() || !(*reader)->has_ink(0)) return {};
+    const QImage img = (*reader)->render(0, 150).convertToFormat(QImage::Format_Grayscale8);
+    EXPECT_FALSE(img.isNull());
+    test::PdfImage im;
+    im.width = img.width();
+    im.height = img.height();
+    for (int y = 0; y < img.height(); ++y)
+      im.gray.append(reinterpret_cast<const char*>(img.constScanLine(y)),
+                     static_cast<size_t>(img.width()));
+    im.x = 0;
+    im.y = 0;
+    im.w = 500;
+    im.h = 200;
+    PdfPage scan;
+    scan.width = 500;
+    scan.height = 200;
+    scan.images.push_back(im);
+    return write_pdf("scanned.pdf", PdfDoc{{scan}, "", {}});
+  }
+};
 
 const std::vector<std::string> kLeft = {
     "left one: the parties agree to the terms",   "left two: payment is due within thirty",
@@ -319,34 +351,8 @@ TEST_F(IngestPdf, AllScannedDocumentIsStoredButMarkedNoText) {
 TEST_F(IngestPdf, OcrReadsTheWordsOfAnImageOnlyPage) {
   if (!OcrEngine::available()) GTEST_SKIP() << "this build has no tesseract";
   if (!OcrEngine::create("eng").ok()) GTEST_SKIP() << "tesseract's English data is not installed";
-  // Render a text page with poppler, then make a PDF whose only content is that image.
-  PdfPage text;
-  text.width = 500;
-  text.height = 200;
-  text.runs.push_back(PdfTextRun{30, 120, 28, "INVOICE NUMBER 48213", 0, 0});
-  text.runs.push_back(PdfTextRun{30, 70, 28, "Total due tomorrow", 0, 0});
-  const auto text_pdf = write_pdf("typed.pdf", PdfDoc{{text}, "", {}});
-  auto reader = PdfReader::open(text_pdf, "");
-  ASSERT_TRUE(reader.ok()) << reader.error().message;
-  const QImage img = (*reader)->render(0, 150).convertToFormat(QImage::Format_Grayscale8);
-  ASSERT_FALSE(img.isNull());
-  if (!(*reader)->has_ink(0)) GTEST_SKIP() << "no font to render the test text with";
-  test::PdfImage im;
-  im.width = img.width();
-  im.height = img.height();
-  for (int y = 0; y < img.height(); ++y)
-    im.gray.append(reinterpret_cast<const char*>(img.constScanLine(y)),
-                   static_cast<size_t>(img.width()));
-  im.x = 0;
-  im.y = 0;
-  im.w = 500;
-  im.h = 200;
-  PdfPage scan;
-  scan.width = 500;
-  scan.height = 200;
-  scan.images.push_back(im);
-  const auto scan_pdf = write_pdf("scanned.pdf", PdfDoc{{scan}, "", {}});
-
+  const auto scan_pdf = typed_scan_pdf();
+  if (scan_pdf.empty()) GTEST_SKIP() << "no font to render the test text with";
   IngestOptions opts;
   opts.ocr = true;
   const auto r = ingest_ok(scan_pdf, opts);
@@ -361,6 +367,75 @@ TEST_F(IngestPdf, OcrReadsTheWordsOfAnImageOnlyPage) {
   ASSERT_TRUE(hits.ok());
   ASSERT_EQ(hits->size(), 1u);
   EXPECT_EQ((*hits)[0].doc_id, r.doc_id);
+}
+
+// OCR of a stored scan reads it again in place: the same id, its name, chats and page count
+// kept, the pages replaced (search finds the OCR'd words, not the old empty page), the old
+// part answers gone. A file whose bytes differ from the stored ones is refused.
+TEST_F(IngestPdf, OcrOfAStoredScanReplacesItsPagesInPlace) {
+  if (!OcrEngine::available()) GTEST_SKIP() << "this build has no tesseract";
+  if (!OcrEngine::create("eng").ok()) GTEST_SKIP() << "tesseract's English data is not installed";
+  const auto scan_pdf = typed_scan_pdf();
+  if (scan_pdf.empty()) GTEST_SKIP() << "no font to render the test text with";
+  const auto first = ingest_ok(scan_pdf);
+  ASSERT_TRUE(first.document.no_text);
+  const int64_t id = first.doc_id;
+  ASSERT_TRUE(lib_->rename_document(id, "March invoice").ok());
+  auto chat = lib_->create_chat(id, "March invoice");
+  ASSERT_TRUE(chat.ok());
+  ASSERT_TRUE(lib_->add_message(*chat, "user", "What is due?").ok());
+  PartAnswerRecord part;
+  part.model_fingerprint = 7;
+  part.answer_key = 9;
+  part.doc_id = id;
+  part.part = part.n_parts = 1;
+  part.answer = "nothing readable";
+  ASSERT_TRUE(lib_->put_part_answer(part).ok());
+
+  IngestOptions opts;
+  opts.ocr = true;
+  opts.reread_doc_id = id;
+  const auto again = ingest_ok(scan_pdf, opts);
+  EXPECT_EQ(again.doc_id, id);
+  EXPECT_FALSE(again.already_present);
+  EXPECT_EQ(again.document.id, id);
+  EXPECT_EQ(again.document.n_ocr, 1);
+  EXPECT_FALSE(again.document.no_text);
+  EXPECT_EQ(again.document.custom_title, "March invoice");
+  EXPECT_EQ(n_documents(), 1u);
+  const auto pages = pages_of(id);
+  ASSERT_EQ(pages.size(), 1u);
+  EXPECT_TRUE(pages[0].ocr);
+  EXPECT_EQ(squash(pages[0].text), "INVOICE NUMBER 48213 Total due tomorrow");
+  auto hits = lib_->search("invoice 48213");
+  ASSERT_TRUE(hits.ok());
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].doc_id, id);
+  EXPECT_EQ((*hits)[0].title, "March invoice");
+  auto chats = lib_->chats(id);
+  ASSERT_TRUE(chats.ok());
+  ASSERT_EQ(chats->size(), 1u);
+  EXPECT_EQ((*lib_->messages(*chat))[0].content, "What is due?");
+  EXPECT_TRUE(lib_->part_answers(id)->empty());
+
+  // Another file (other bytes) is not the stored document: refused, the document unchanged.
+  PdfPage other;
+  other.runs.push_back(PdfTextRun{72, 700, 12, "A different file.", 0, 0});
+  const auto other_pdf = write_pdf("other.pdf", PdfDoc{{other}, "", {}});
+  auto wrong = ingest_file(*lib_, other_pdf, opts);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("cannot read document " + std::to_string(id) +
+                                       " again from '" + other_pdf.string() +
+                                       "': the file's bytes are not the ones it was read from"),
+            std::string::npos)
+      << wrong.error().message;
+  EXPECT_EQ(n_documents(), 1u);
+  opts.reread_doc_id = id + 40;
+  auto missing = ingest_file(*lib_, scan_pdf, opts);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("no document with id " + std::to_string(id + 40)),
+            std::string::npos)
+      << missing.error().message;
 }
 
 TEST_F(IngestPdf, HyphenationIsDecidedByTheDocumentsOwnWords) {

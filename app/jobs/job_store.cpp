@@ -259,13 +259,14 @@ Expected<int64_t> JobStore::add(const JobSpec& spec_in) {
   if (auto s = tx.begin(); !s) return s.error();
   std::vector<std::string> titles;
   for (int64_t id : spec.doc_ids) {
-    auto st = Stmt::prepare(db, "SELECT title, path FROM documents WHERE id = ?");
+    auto st = Stmt::prepare(db, "SELECT title, path, custom_title FROM documents WHERE id = ?");
     if (!st) return st.error();
     st->bind(1, id);
     auto row = st->step();
     if (!row) return row.error();
     if (!*row) return make_error("no document with id {}", id);
-    titles.push_back(display_title(st->text(0), st->text(1)));  // as the library shows it
+    // As the library shows it: the user's name for it, else the cleaned title.
+    titles.push_back(st->text(2).empty() ? display_title(st->text(0), st->text(1)) : st->text(2));
   }
   auto ord = Stmt::prepare(db, "SELECT COALESCE(MAX(ord), 0) + 1 FROM jobs");
   if (!ord) return ord.error();

@@ -254,6 +254,7 @@ DocumentText document_text(const DocumentRecord& d, std::vector<PageRecord> page
   DocumentText doc;
   doc.id = d.id;
   doc.title = d.title;
+  doc.shown_title = d.shown_title();
   doc.pages.reserve(pages.size());
   for (PageRecord& p : pages) {
     PageText t;

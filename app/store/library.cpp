@@ -4,9 +4,7 @@
 
 #include <sqlite3.h>
 
-#include <bit>
 #include <cassert>
-#include <chrono>
 #include <string_view>
 
 #include "app/store/migrations.h"
@@ -26,10 +24,10 @@ constexpr std::string_view kUserVersion = "PRAGMA user_version";
 
 constexpr std::string_view kSelectDocuments =
     "SELECT id, title, path, sha256, n_pages, n_chars, encrypted, repaired, n_scanned, n_ocr, "
-    "n_undecodable, no_text, added_at FROM documents ORDER BY id";
+    "n_undecodable, no_text, added_at, custom_title FROM documents ORDER BY id";
 constexpr std::string_view kSelectDocument =
     "SELECT id, title, path, sha256, n_pages, n_chars, encrypted, repaired, n_scanned, n_ocr, "
-    "n_undecodable, no_text, added_at FROM documents WHERE id = ?1";
+    "n_undecodable, no_text, added_at, custom_title FROM documents WHERE id = ?1";
 constexpr std::string_view kSelectDocumentBySha = "SELECT id FROM documents WHERE sha256 = ?1";
 constexpr std::string_view kInsertDocument =
     "INSERT INTO documents (id, title, path, sha256, n_pages, n_chars, encrypted, repaired, "
@@ -37,6 +35,12 @@ constexpr std::string_view kInsertDocument =
     "VALUES ((SELECT id + 1 FROM document_id_high_water), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
     "?10, ?11, ?12)";
 constexpr std::string_view kDeleteDocument = "DELETE FROM documents WHERE id = ?1";
+constexpr std::string_view kRenameDocument = "UPDATE documents SET custom_title = ?2 WHERE id = ?1";
+constexpr std::string_view kUpdateDocumentCounts =
+    "UPDATE documents SET n_pages = ?2, n_chars = ?3, n_scanned = ?4, n_ocr = ?5, "
+    "n_undecodable = ?6, no_text = ?7 WHERE id = ?1";
+constexpr std::string_view kDeletePartAnswersOfDocument =
+    "DELETE FROM part_answers WHERE doc_id = ?1";
 constexpr std::string_view kDeletePages = "DELETE FROM pages WHERE doc_id = ?1";
 constexpr std::string_view kDeleteChatsOfDocument =
     "DELETE FROM chats WHERE doc_id = ?1";  // messages go by ON DELETE CASCADE
@@ -54,7 +58,7 @@ constexpr std::string_view kInsertPage =
 // snippet(): column 0, highlight markers, ellipsis, about 16 tokens around the match.
 constexpr std::string_view kSearch =
     "SELECT p.doc_id, d.title, p.page_no, "
-    "snippet(pages_fts, 0, ?2, ?3, '…', 16), bm25(pages_fts) AS rank, d.path "
+    "snippet(pages_fts, 0, ?2, ?3, '…', 16), bm25(pages_fts) AS rank, d.path, d.custom_title "
     "FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid JOIN documents d ON d.id = p.doc_id "
     "WHERE pages_fts MATCH ?1 AND (?4 = 0 OR p.doc_id = ?4) "
     "ORDER BY rank, p.doc_id, p.page_no LIMIT ?5";
@@ -75,57 +79,7 @@ constexpr std::string_view kUpsertSetting =
     "INSERT INTO settings (key, value) VALUES (?1, ?2) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
-constexpr std::string_view kSelectSnapshot =
-    "SELECT id, model_fingerprint, prefix_hash, path, size_bytes, n_tokens, created, "
-    "last_used_ms FROM kv_snapshots WHERE model_fingerprint = ?1 AND prefix_hash = ?2";
-constexpr std::string_view kSelectSnapshots =
-    "SELECT id, model_fingerprint, prefix_hash, path, size_bytes, n_tokens, created, "
-    "last_used_ms FROM kv_snapshots ORDER BY created, id";
-constexpr std::string_view kUpsertSnapshot =
-    "INSERT INTO kv_snapshots (model_fingerprint, prefix_hash, path, size_bytes, n_tokens, "
-    "created, last_used_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
-    "ON CONFLICT (model_fingerprint, prefix_hash) DO UPDATE SET path = excluded.path, "
-    "size_bytes = excluded.size_bytes, n_tokens = excluded.n_tokens, created = excluded.created, "
-    "last_used_ms = excluded.last_used_ms";
-constexpr std::string_view kTouchSnapshot =
-    "UPDATE kv_snapshots SET last_used_ms = ?3 WHERE model_fingerprint = ?1 AND prefix_hash = ?2";
-constexpr std::string_view kDeleteSnapshot =
-    "DELETE FROM kv_snapshots WHERE model_fingerprint = ?1 AND prefix_hash = ?2";
-
-constexpr std::string_view kSelectPartAnswer =
-    "SELECT model_fingerprint, answer_key, doc_id, part, n_parts, first_page, last_page, answer, "
-    "prompt_tokens, generated_tokens, stopped, created FROM part_answers "
-    "WHERE model_fingerprint = ?1 AND answer_key = ?2";
-constexpr std::string_view kSelectPartAnswers =
-    "SELECT model_fingerprint, answer_key, doc_id, part, n_parts, first_page, last_page, answer, "
-    "prompt_tokens, generated_tokens, stopped, created FROM part_answers WHERE doc_id = ?1 "
-    "ORDER BY part, created, id";
-constexpr std::string_view kUpsertPartAnswer =
-    "INSERT INTO part_answers (model_fingerprint, answer_key, doc_id, part, n_parts, first_page, "
-    "last_page, answer, prompt_tokens, generated_tokens, stopped, created) VALUES (?1, ?2, ?3, "
-    "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (model_fingerprint, answer_key) DO "
-    "UPDATE SET doc_id = excluded.doc_id, part = excluded.part, n_parts = excluded.n_parts, "
-    "first_page = excluded.first_page, last_page = excluded.last_page, answer = excluded.answer, "
-    "prompt_tokens = excluded.prompt_tokens, generated_tokens = excluded.generated_tokens, "
-    "stopped = excluded.stopped, created = excluded.created";
-
 // -------------------------------------------------------------------------------------------
-
-int64_t now_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t now_milliseconds() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// SQLite integers are signed 64-bit; u64 hashes are stored bit for bit.
-int64_t to_db(uint64_t v) { return std::bit_cast<int64_t>(v); }
-uint64_t from_db(int64_t v) { return std::bit_cast<uint64_t>(v); }
 
 DocumentRecord read_document(const Stmt& s) {
   DocumentRecord d;
@@ -142,6 +96,7 @@ DocumentRecord read_document(const Stmt& s) {
   d.n_undecodable = s.i32(10);
   d.no_text = s.flag(11);
   d.added_at = s.i64(12);
+  d.custom_title = s.text(13);
   return d;
 }
 
@@ -186,36 +141,6 @@ PageRecord read_page(const Stmt& s) {
   return p;
 }
 
-SnapshotRecord read_snapshot(const Stmt& s) {
-  SnapshotRecord r;
-  r.id = s.i64(0);
-  r.model_fingerprint = from_db(s.i64(1));
-  r.prefix_hash = from_db(s.i64(2));
-  r.path = s.text(3);
-  r.size_bytes = s.i64(4);
-  r.n_tokens = s.i64(5);
-  r.created = s.i64(6);
-  r.last_used_ms = s.i64(7);
-  return r;
-}
-
-PartAnswerRecord read_part_answer(const Stmt& s) {
-  PartAnswerRecord r;
-  r.model_fingerprint = from_db(s.i64(0));
-  r.answer_key = from_db(s.i64(1));
-  r.doc_id = s.i64(2);
-  r.part = static_cast<int>(s.i64(3));
-  r.n_parts = static_cast<int>(s.i64(4));
-  r.first_page = static_cast<int>(s.i64(5));
-  r.last_page = static_cast<int>(s.i64(6));
-  r.answer = s.text(7);
-  r.prompt_tokens = s.i64(8);
-  r.generated_tokens = s.i64(9);
-  r.stopped = s.text(10);
-  r.created = s.i64(11);
-  return r;
-}
-
 // Words of a user query as an FTS5 expression: each word a quoted string (so '-', ':', '*' and
 // keywords like OR are plain text), all required. Empty when the query has no word characters.
 std::string fts_query(std::string_view q) {
@@ -246,7 +171,63 @@ int64_t count_code_points(std::string_view s) {
   return n;
 }
 
+// The document's counts (n_pages, n_chars, n_scanned, n_ocr, n_undecodable, no_text) from its
+// pages, into `d`; an error when the pages are not numbered 1..N.
+Status count_pages(const std::vector<PageRecord>& pages, DocumentRecord& d) {
+  d.n_pages = static_cast<int>(pages.size());
+  d.n_chars = 0;
+  d.n_scanned = d.n_ocr = d.n_undecodable = 0;
+  bool any_text = false;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const PageRecord& p = pages[i];
+    if (p.page_no != static_cast<int>(i) + 1)
+      return make_error("page {} stored as number {} (pages must be numbered 1..N)", i + 1,
+                        p.page_no);
+    d.n_chars += count_code_points(p.text);
+    d.n_scanned += p.scanned;
+    d.n_ocr += p.ocr;
+    d.n_undecodable += p.undecodable;
+    any_text |= !p.undecodable && p.text.find_first_not_of(" \t\r\n") != std::string::npos;
+  }
+  d.no_text = !any_text;
+  return Status::Ok();
+}
+
+Status insert_pages(sqlite3* db, int64_t doc_id, const std::vector<PageRecord>& pages,
+                    Library::PageStoredHook hook, void* hook_user) {
+  for (const PageRecord& p : pages) {
+    auto st = Stmt::prepare(db, kInsertPage);
+    if (!st) return st.error();
+    st->bind(1, doc_id).bind(2, p.page_no).bind(3, p.original_text).bind(4, p.text);
+    st->bind(5, p.scanned).bind(6, p.ocr).bind(7, p.undecodable);
+    st->bind(8, encode_ranges(p.boilerplate));
+    if (auto s = st->run(); !s) return s;
+    if (hook) hook(p.page_no, hook_user);
+  }
+  return Status::Ok();
+}
+
+// A name as stored: runs of whitespace (line breaks, tabs) one space, the ends trimmed.
+std::string tidy_name(std::string_view name) {
+  std::string out;
+  bool space = false;
+  for (const char c : name) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
+      space = !out.empty();
+    } else {
+      if (space) out += ' ';
+      space = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string DocumentRecord::shown_title() const {
+  return custom_title.empty() ? display_title(title, path) : custom_title;
+}
 
 std::filesystem::path library_db_file(const std::filesystem::path& data_dir) {
   return data_dir / "library.sqlite3";
@@ -491,23 +472,8 @@ Expected<int64_t> Library::add_document(const DocumentRecord& doc,
                                         const std::vector<PageRecord>& pages, PageStoredHook hook,
                                         void* hook_user) {
   DocumentRecord d = doc;
-  d.n_pages = static_cast<int>(pages.size());
-  d.n_chars = 0;
-  d.n_scanned = d.n_ocr = d.n_undecodable = 0;
-  bool any_text = false;
-  for (size_t i = 0; i < pages.size(); ++i) {
-    const PageRecord& p = pages[i];
-    if (p.page_no != static_cast<int>(i) + 1)
-      return make_error("page {} stored as number {} (pages must be numbered 1..N)", i + 1,
-                        p.page_no);
-    d.n_chars += count_code_points(p.text);
-    d.n_scanned += p.scanned;
-    d.n_ocr += p.ocr;
-    d.n_undecodable += p.undecodable;
-    any_text |= !p.undecodable && p.text.find_first_not_of(" \t\r\n") != std::string::npos;
-  }
-  d.no_text = !any_text;
-  d.added_at = now_seconds();
+  if (Status st = count_pages(pages, d); !st) return st.error();
+  d.added_at = sql::unix_seconds();
 
   sql::Transaction tx(db_);
   if (auto s = tx.begin(); !s) return s.error();
@@ -523,18 +489,49 @@ Expected<int64_t> Library::add_document(const DocumentRecord& doc,
   ins->bind(10, d.n_undecodable).bind(11, d.no_text).bind(12, d.added_at);
   if (auto s = ins->run(); !s) return s.error();
   const int64_t id = sqlite3_last_insert_rowid(db_);
-
-  for (const PageRecord& p : pages) {
-    auto st = Stmt::prepare(db_, kInsertPage);
-    if (!st) return st.error();
-    st->bind(1, id).bind(2, p.page_no).bind(3, p.original_text).bind(4, p.text);
-    st->bind(5, p.scanned).bind(6, p.ocr).bind(7, p.undecodable);
-    st->bind(8, encode_ranges(p.boilerplate));
-    if (auto s = st->run(); !s) return s.error();
-    if (hook) hook(p.page_no, hook_user);
-  }
+  if (auto s = insert_pages(db_, id, pages, hook, hook_user); !s) return s.error();
   if (auto s = tx.commit(); !s) return s.error();
   return id;
+}
+
+Expected<DocumentRecord> Library::replace_pages(int64_t id, const std::vector<PageRecord>& pages,
+                                                PageStoredHook hook, void* hook_user) {
+  auto d = document(id);
+  if (!d) return d.error();
+  if (Status st = count_pages(pages, *d); !st) return st.error();
+  sql::Transaction tx(db_);
+  if (auto s = tx.begin(); !s) return s.error();
+  for (const std::string_view q : {kDeletePages, kDeletePartAnswersOfDocument}) {
+    auto st = Stmt::prepare(db_, q);
+    if (!st) return st.error();
+    st->bind(1, id);
+    if (auto s = st->run(); !s) return s.error();
+  }
+  auto up = Stmt::prepare(db_, kUpdateDocumentCounts);
+  if (!up) return up.error();
+  up->bind(1, id).bind(2, d->n_pages).bind(3, d->n_chars).bind(4, d->n_scanned);
+  up->bind(5, d->n_ocr).bind(6, d->n_undecodable).bind(7, d->no_text);
+  if (auto s = up->run(); !s) return s.error();
+  if (auto s = insert_pages(db_, id, pages, hook, hook_user); !s) return s.error();
+  if (auto s = tx.commit(); !s) return s.error();
+  return d;
+}
+
+Status Library::rename_document(int64_t id, std::string_view name) {
+  auto d = document(id);
+  if (!d) return d.error();
+  std::string stored = tidy_name(name);
+  const int64_t n = count_code_points(stored);
+  if (n > kMaxDocumentName) {
+    return make_error("a document name is at most {} characters; this one has {}", kMaxDocumentName,
+                      n);
+  }
+  // The cleaned title itself is no name of its own: the document keeps following it.
+  if (stored == display_title(d->title, d->path)) stored.clear();
+  auto st = Stmt::prepare(db_, kRenameDocument);
+  if (!st) return st.error();
+  st->bind(1, id).bind(2, stored);
+  return st->run();
 }
 
 Status Library::remove_document(int64_t id) {
@@ -565,7 +562,7 @@ Expected<std::vector<SearchHit>> Library::search(const std::string& query, int l
     if (!*row) break;
     SearchHit h;
     h.doc_id = st->i64(0);
-    h.title = display_title(st->text(1), st->text(5));
+    h.title = st->text(6).empty() ? display_title(st->text(1), st->text(5)) : st->text(6);
     h.page_no = st->i32(2);
     h.snippet = st->text(3);
     h.rank = st->f64(4);
@@ -587,7 +584,7 @@ Expected<int64_t> Library::create_chat(int64_t doc_id, const std::string& title)
   } else {
     st->bind(1, doc_id);
   }
-  st->bind(2, title).bind(3, now_seconds());
+  st->bind(2, title).bind(3, sql::unix_seconds());
   if (auto s = st->run(); !s) return s.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -620,7 +617,7 @@ Expected<int64_t> Library::add_message(int64_t chat_id, const std::string& role,
     return make_error("message role '{}' is not one of system, user, assistant", role);
   auto st = Stmt::prepare(db_, kInsertMessage);
   if (!st) return st.error();
-  st->bind(1, chat_id).bind(2, role).bind(3, content).bind(4, now_seconds()).bind(5, meta);
+  st->bind(1, chat_id).bind(2, role).bind(3, content).bind(4, sql::unix_seconds()).bind(5, meta);
   if (auto s = st->run(); !s) return s.error();
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -657,93 +654,6 @@ Status Library::set_setting(const std::string& key, const std::string& value) {
   if (!st) return st.error();
   st->bind(1, key).bind(2, value);
   return st->run();
-}
-
-// ---- snapshots ----------------------------------------------------------------------------
-
-Expected<std::optional<SnapshotRecord>> Library::find_snapshot(uint64_t model_fingerprint,
-                                                               uint64_t prefix_hash) {
-  auto st = Stmt::prepare(db_, kSelectSnapshot);
-  if (!st) return st.error();
-  st->bind(1, to_db(model_fingerprint)).bind(2, to_db(prefix_hash));
-  auto row = st->step();
-  if (!row) return row.error();
-  if (!*row) return std::optional<SnapshotRecord>();
-  return std::optional<SnapshotRecord>(read_snapshot(*st));
-}
-
-Status Library::put_snapshot(const SnapshotRecord& r) {
-  auto st = Stmt::prepare(db_, kUpsertSnapshot);
-  if (!st) return st.error();
-  st->bind(1, to_db(r.model_fingerprint)).bind(2, to_db(r.prefix_hash)).bind(3, r.path);
-  st->bind(4, r.size_bytes).bind(5, r.n_tokens).bind(6, r.created ? r.created : now_seconds());
-  st->bind(7, r.last_used_ms ? r.last_used_ms : now_milliseconds());
-  return st->run();
-}
-
-Status Library::touch_snapshot(uint64_t model_fingerprint, uint64_t prefix_hash) {
-  auto st = Stmt::prepare(db_, kTouchSnapshot);
-  if (!st) return st.error();
-  st->bind(1, to_db(model_fingerprint)).bind(2, to_db(prefix_hash)).bind(3, now_milliseconds());
-  return st->run();
-}
-
-Status Library::remove_snapshot(uint64_t model_fingerprint, uint64_t prefix_hash) {
-  auto st = Stmt::prepare(db_, kDeleteSnapshot);
-  if (!st) return st.error();
-  st->bind(1, to_db(model_fingerprint)).bind(2, to_db(prefix_hash));
-  return st->run();
-}
-
-Expected<std::vector<SnapshotRecord>> Library::snapshots() {
-  auto st = Stmt::prepare(db_, kSelectSnapshots);
-  if (!st) return st.error();
-  std::vector<SnapshotRecord> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(read_snapshot(*st));
-  }
-  return out;
-}
-
-// ---- map-reduce parts' answers ------------------------------------------------------------
-
-Expected<std::optional<PartAnswerRecord>> Library::find_part_answer(uint64_t model_fingerprint,
-                                                                    uint64_t answer_key) {
-  auto st = Stmt::prepare(db_, kSelectPartAnswer);
-  if (!st) return st.error();
-  st->bind(1, to_db(model_fingerprint)).bind(2, to_db(answer_key));
-  auto row = st->step();
-  if (!row) return row.error();
-  if (!*row) return std::optional<PartAnswerRecord>();
-  return std::optional<PartAnswerRecord>(read_part_answer(*st));
-}
-
-Status Library::put_part_answer(const PartAnswerRecord& r) {
-  auto st = Stmt::prepare(db_, kUpsertPartAnswer);
-  if (!st) return st.error();
-  st->bind(1, to_db(r.model_fingerprint)).bind(2, to_db(r.answer_key)).bind(3, r.doc_id);
-  st->bind(4, static_cast<int64_t>(r.part)).bind(5, static_cast<int64_t>(r.n_parts));
-  st->bind(6, static_cast<int64_t>(r.first_page)).bind(7, static_cast<int64_t>(r.last_page));
-  st->bind(8, r.answer).bind(9, r.prompt_tokens).bind(10, r.generated_tokens).bind(11, r.stopped);
-  st->bind(12, r.created ? r.created : now_seconds());
-  return st->run();
-}
-
-Expected<std::vector<PartAnswerRecord>> Library::part_answers(int64_t doc_id) {
-  auto st = Stmt::prepare(db_, kSelectPartAnswers);
-  if (!st) return st.error();
-  st->bind(1, doc_id);
-  std::vector<PartAnswerRecord> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(read_part_answer(*st));
-  }
-  return out;
 }
 
 }  // namespace spw::app

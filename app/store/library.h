@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ struct PageRecord {
 /// One document (one PDF file, identified by the sha256 of its bytes).
 struct DocumentRecord {
   int64_t id = 0;
-  std::string title;   // PDF Title, else the file name without extension
+  std::string title;   // PDF Title, else the file name without extension (as ingest read it)
   std::string path;    // absolute path at ingest time (informational; the file may move)
   std::string sha256;  // lowercase hex of the file's bytes
   int n_pages = 0;
@@ -50,12 +51,20 @@ struct DocumentRecord {
   bool repaired = false;  // poppler had to reconstruct a damaged file
   int n_scanned = 0;      // pages without a text layer (OCR'd or not)
   // Added beyond the first contract:
-  int n_ocr = 0;          // scanned pages whose text came from OCR
-  int n_undecodable = 0;  // pages flagged undecodable
-  bool no_text = false;   // no page has usable text (all scanned without OCR / undecodable):
-                          // the document must never be answered from
-  int64_t added_at = 0;   // unix seconds
+  int n_ocr = 0;             // scanned pages whose text came from OCR
+  int n_undecodable = 0;     // pages flagged undecodable
+  bool no_text = false;      // no page has usable text (all scanned without OCR / undecodable):
+                             // the document must never be answered from
+  int64_t added_at = 0;      // unix seconds
+  std::string custom_title;  // the name a user gave it (Library::rename_document); "" : none
+
+  /// The title the document is shown under: the user's name for it, else the PDF's title
+  /// cleaned (display_title.h).
+  std::string shown_title() const;
 };
+
+/// The longest name Library::rename_document takes, in characters (code points).
+inline constexpr int64_t kMaxDocumentName = 300;
 
 /// A saved KV snapshot (the file is written by the engine; this is its index entry).
 struct SnapshotRecord {
@@ -163,6 +172,18 @@ class Library final {
   /// Removes a document, its pages, index entries and chats (one transaction).
   /// Error "no document with id N".
   Status remove_document(int64_t id);
+  /// Re-reads a document in place (OCR of its scanned pages): its pages and their index entries
+  /// are replaced by `pages` (numbered 1..N) and its counts recomputed, in one transaction; its
+  /// id, title, name, path, file hash, chats and jobs stay. Its stored map-reduce part answers
+  /// go (they answered the old text). Returns the document as stored now. Errors: "no document
+  /// with id N", misnumbered pages, SQLite's (nothing changed).
+  Expected<DocumentRecord> replace_pages(int64_t id, const std::vector<PageRecord>& pages,
+                                         PageStoredHook hook = nullptr, void* hook_user = nullptr);
+  /// Gives a document the name `name` (UTF-8; whitespace runs become one space, the ends are
+  /// trimmed). An empty name, or the cleaned title itself, goes back to the cleaned title.
+  /// The PDF's own title is kept either way. Errors: "no document with id N", a name longer
+  /// than kMaxDocumentName characters (with its length), SQLite's.
+  Status rename_document(int64_t id, std::string_view name);
 
   /// Full-text search over the normalised page text. The query is taken as words (all must
   /// occur on the page, any order, case- and diacritic-insensitive; FTS syntax is not

@@ -288,6 +288,113 @@ TEST(LibraryStore, RemoveTakesPagesIndexAndChatsAlong) {
   EXPECT_EQ(again.error().message, "no document with id " + std::to_string(*gone));
 }
 
+// A user's name for a document: stored beside the PDF's title (which stays), whitespace tidied,
+// shown by shown_title() and search hits; "" (or the cleaned title itself) goes back to the
+// cleaned title; too long or an unknown id is an error naming the numbers.
+TEST(LibraryStore, RenameKeepsThePdfTitleAndSearchShowsTheName) {
+  TempDir tmp;
+  auto lib = open_ok(tmp / "lib.sqlite3");
+  ASSERT_TRUE(lib);
+  DocumentRecord d = doc_with_sha("r");
+  d.title = "Microsoft Word - lease_final_v2.docx";
+  auto id = lib->add_document(d, {page(1, "the tenant pays rent monthly")});
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(lib->document(*id)->shown_title(), "lease final v2");
+
+  ASSERT_TRUE(lib->rename_document(*id, "  Lease with\n Acme\t2024 "));
+  const std::string where = " FROM documents WHERE id = " + std::to_string(*id);
+  EXPECT_EQ(query_text(lib->file(), "SELECT custom_title" + where), "Lease with Acme 2024");
+  EXPECT_EQ(query_text(lib->file(), "SELECT title" + where),
+            "Microsoft Word - lease_final_v2.docx");
+  auto doc = lib->document(*id);
+  ASSERT_TRUE(doc.ok());
+  EXPECT_EQ(doc->custom_title, "Lease with Acme 2024");
+  EXPECT_EQ(doc->shown_title(), "Lease with Acme 2024");
+  auto hits = lib->search("rent");
+  ASSERT_TRUE(hits.ok());
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].title, "Lease with Acme 2024");
+
+  // The cleaned title typed back, or nothing: no name of its own.
+  ASSERT_TRUE(lib->rename_document(*id, "lease final v2"));
+  EXPECT_EQ(query_text(lib->file(), "SELECT custom_title" + where), "");
+  ASSERT_TRUE(lib->rename_document(*id, "Other"));
+  ASSERT_TRUE(lib->rename_document(*id, "   "));
+  EXPECT_EQ(lib->document(*id)->shown_title(), "lease final v2");
+
+  // 300 characters (code points, not bytes) is the most.
+  std::string longest;
+  for (int i = 0; i < 300; ++i) longest += "é";
+  ASSERT_TRUE(lib->rename_document(*id, longest));
+  EXPECT_EQ(lib->document(*id)->custom_title, longest);
+  auto too_long = lib->rename_document(*id, longest + "x");
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.error().message,
+            "a document name is at most 300 characters; this one has 301");
+  EXPECT_EQ(lib->document(*id)->custom_title, longest);
+  auto missing = lib->rename_document(*id + 9, "x");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "no document with id " + std::to_string(*id + 9));
+}
+
+// Re-reading in place (OCR): the pages and index change, the id, name, chats and the other
+// documents do not; the part answers of the old text go; the counts follow the new pages.
+TEST(LibraryStore, ReplacePagesKeepsTheIdNameAndChats) {
+  TempDir tmp;
+  auto lib = open_ok(tmp / "lib.sqlite3");
+  ASSERT_TRUE(lib);
+  PageRecord scanned = page(2, "");
+  scanned.scanned = true;
+  auto id = lib->add_document(doc_with_sha("s"), {page(1, "cover walrus"), scanned});
+  auto other = lib->add_document(doc_with_sha("o"), {page(1, "other walrus")});
+  ASSERT_TRUE(id.ok() && other.ok());
+  ASSERT_TRUE(lib->rename_document(*id, "Scanned minutes"));
+  auto chat = lib->create_chat(*id, "minutes");
+  ASSERT_TRUE(chat.ok());
+  ASSERT_TRUE(lib->add_message(*chat, "user", "who attended?").ok());
+  PartAnswerRecord part;
+  part.model_fingerprint = 1;
+  part.answer_key = 2;
+  part.doc_id = *id;
+  part.part = part.n_parts = 1;
+  ASSERT_TRUE(lib->put_part_answer(part));
+  ASSERT_EQ(lib->document(*id)->n_scanned, 1);
+
+  PageRecord read = page(2, "attendees narwhal and walrus");
+  read.scanned = read.ocr = true;
+  auto doc = lib->replace_pages(*id, {page(1, "cover"), read});
+  ASSERT_TRUE(doc.ok()) << doc.error().message;
+  EXPECT_EQ(doc->id, *id);
+  EXPECT_EQ(doc->custom_title, "Scanned minutes");
+  EXPECT_EQ(doc->n_pages, 2);
+  EXPECT_EQ(doc->n_scanned, 1);
+  EXPECT_EQ(doc->n_ocr, 1);
+  EXPECT_EQ(doc->n_chars, 5 + 28);
+  EXPECT_EQ(query_int(lib->file(), "SELECT n_ocr FROM documents WHERE id = " + std::to_string(*id)),
+            1);
+  EXPECT_EQ(query_int(lib->file(), "SELECT count(*) FROM pages"), 3);
+  EXPECT_EQ(query_int(lib->file(), "SELECT count(*) FROM chats"), 1);
+  EXPECT_EQ(query_int(lib->file(), "SELECT count(*) FROM messages"), 1);
+  EXPECT_EQ(query_int(lib->file(), "SELECT count(*) FROM part_answers"), 0);
+  auto narwhal = lib->search("narwhal");
+  ASSERT_TRUE(narwhal.ok());
+  ASSERT_EQ(narwhal->size(), 1u);
+  EXPECT_EQ((*narwhal)[0].doc_id, *id);
+  EXPECT_EQ((*narwhal)[0].page_no, 2);
+  // Page 1's old word is gone from the index; the other document's is not.
+  auto walrus = lib->search("walrus");
+  ASSERT_TRUE(walrus.ok());
+  ASSERT_EQ(walrus->size(), 2u);
+  EXPECT_TRUE(lib->search("cover walrus")->size() == 0u);
+
+  auto bad = lib->replace_pages(*id, {page(2, "misnumbered")});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(lib->pages(*id)->size(), 2u) << "a failed replacement changes nothing";
+  auto missing = lib->replace_pages(*other + 5, {page(1, "x")});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "no document with id " + std::to_string(*other + 5));
+}
+
 TEST(LibrarySearch, FindsTheRightPageWithAHighlightedSnippet) {
   TempDir tmp;
   auto lib = open_ok(tmp / "lib.sqlite3");

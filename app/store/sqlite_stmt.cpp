@@ -1,5 +1,7 @@
 #include "app/store/sqlite_stmt.h"
 
+#include <chrono>
+
 namespace spw::app::sql {
 
 Error db_error(sqlite3* db, std::string_view what) {
@@ -56,6 +58,18 @@ Status Transaction::commit() {
   if (auto s = exec(db_, "COMMIT", "committing a transaction"); !s) return s;
   open_ = false;
   return Status::Ok();
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t unix_milliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace spw::app::sql

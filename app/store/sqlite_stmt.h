@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -89,5 +90,13 @@ class Transaction final {
 
 /// Runs SQL text (one or more statements, no results).
 Status exec(sqlite3* db, const char* sql, std::string_view what);
+
+/// Now, as the library's rows store it: unix seconds / milliseconds.
+int64_t unix_seconds();
+int64_t unix_milliseconds();
+
+/// SQLite integers are signed 64-bit; u64 hashes are stored bit for bit.
+inline int64_t to_db(uint64_t v) { return std::bit_cast<int64_t>(v); }
+inline uint64_t from_db(int64_t v) { return std::bit_cast<uint64_t>(v); }
 
 }  // namespace spw::app::sql

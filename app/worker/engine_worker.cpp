@@ -51,6 +51,11 @@ int64_t now_ms() { return QDateTime::currentMSecsSinceEpoch(); }
 
 }  // namespace
 
+// The title the app shows for a document (its name, else the cleaned title).
+const std::string& shown(const DocumentText& doc) {
+  return doc.shown_title.empty() ? doc.title : doc.shown_title;
+}
+
 std::string selection_chat_title(std::vector<int64_t> doc_ids) {
   std::sort(doc_ids.begin(), doc_ids.end());
   std::string t = "Selection:";
@@ -268,7 +273,7 @@ struct EngineWorker::Core final : QObject {
     std::vector<int64_t> ids(req.doc_ids.begin(), req.doc_ids.end());
     int64_t chat_id = req.chat_id > 0 ? req.chat_id : find_chat_for(*lib, ids);
     if (chat_id == 0) {
-      auto c = ids.size() == 1 ? lib->create_chat(ids[0], docs[0].title)
+      auto c = ids.size() == 1 ? lib->create_chat(ids[0], shown(docs[0]))
                                : lib->create_chat(0, selection_chat_title(ids));
       if (!c) {
         post_failed("The chat could not be stored: " + c.error().message);
@@ -292,7 +297,7 @@ struct EngineWorker::Core final : QObject {
   bool answer_one(const AskRequest& req, const DocumentText& doc, int64_t chat_id, bool selection,
                   const std::function<bool()>& cancelled) {
     EngineWorker* o = owner;
-    post([o, chat_id, doc_id = doc.id, t = qs(doc.title)] {
+    post([o, chat_id, doc_id = doc.id, t = qs(shown(doc))] {
       emit o->answerStarted(chat_id, doc_id, t);
     });
 
@@ -376,7 +381,7 @@ struct EngineWorker::Core final : QObject {
     AnswerResult r;
     r.chat_id = chat_id;
     r.doc_id = doc.id;
-    r.doc_title = qs(doc.title);
+    r.doc_title = qs(shown(doc));
     std::string stored;
     if (res) refine_profile(*res);
     if (res) {
@@ -430,7 +435,7 @@ struct EngineWorker::Core final : QObject {
       post_failed(res.error().message);
       return false;
     }
-    if (selection) stored = "From \"" + doc.title + "\":\n" + stored;
+    if (selection) stored = "From \"" + shown(doc) + "\":\n" + stored;
     if (auto mid = lib->add_message(chat_id, "assistant", stored, answer_meta_json(r))) {
       r.message_id = *mid;
     } else {

@@ -27,7 +27,7 @@ void fillFromResult(IngestOutcome& out, const IngestResult& r) {
   out.ok = true;
   out.doc_id = r.doc_id;
   out.already_present = r.already_present;
-  out.title = fromStd(r.document.title);
+  out.title = fromStd(r.document.shown_title());
   out.n_pages = r.document.n_pages;
   out.n_scanned = r.document.n_scanned;
   out.n_ocr = r.document.n_ocr;
@@ -79,35 +79,14 @@ void IngestWorker::run(IngestRequest req) {
   IngestOptions opts;
   opts.password = req.password.toStdString();
   opts.ocr = req.ocr;
+  opts.reread_doc_id = req.replace_doc_id;
   const std::filesystem::path file = req.path.toStdString();
-
-  std::string removed_note;
-  if (req.replace_doc_id > 0) {
-    // The library refuses a second document with the same bytes: remove the old one first.
-    Status st = lib_->remove_document(req.replace_doc_id);
-    if (!st) {
-      out.error = fromStd(st.error().message);
-      emit finished(out);
-      return;
-    }
-  }
-
   auto r = ingest_file(*lib_, file, opts, on_page);
-  if (!r && req.replace_doc_id > 0) {
-    // Put the document back as it was (without OCR) so a failed re-ingest loses nothing.
-    IngestOptions plain = opts;
-    plain.ocr = false;
-    auto back = ingest_file(*lib_, file, plain);
-    if (back) {
-      removed_note = " (the document was stored again without OCR)";
-      out.doc_id = back->doc_id;
-    }
-  }
   if (r) {
     fillFromResult(out, *r);
   } else {
     out.cancelled = cancelled();
-    out.error = fromStd(r.error().message + removed_note);
+    out.error = fromStd(r.error().message);
     if (!out.cancelled && lockedWith(req.path, req.password)) {
       out.needs_password = true;
       out.wrong_password = !req.password.isEmpty();

@@ -27,9 +27,9 @@ struct IngestRequest {
   QString path;      // the PDF file
   QString password;  // user/owner password of an encrypted PDF ("" : none); never stored
   bool ocr = false;  // read pages without a text layer with tesseract
-  /// Re-ingest: the document with this id (the same file) is removed first and ingested again
-  /// with `ocr`; when that fails the document is stored again as it was (without OCR), under a
-  /// new id. 0: a plain ingest.
+  /// Re-read in place: the document with this id (the same file) is read again with `ocr`
+  /// and its pages replaced (IngestOptions::reread_doc_id): the same id, its name, chats and
+  /// jobs stay; when that fails it stays as it was. 0: a plain ingest.
   qint64 replace_doc_id = 0;
   std::shared_ptr<std::atomic<bool>> cancel;  // set by IngestQueue::cancel
 };
@@ -43,7 +43,7 @@ struct IngestOutcome {
   bool needs_password = false;   // encrypted and the password given (or none) does not open it
   bool wrong_password = false;   // ... and a password was given
   QString error;                 // the user-facing message when !ok
-  qint64 doc_id = 0;             // when ok; after a failed re-ingest, the document as stored again
+  qint64 doc_id = 0;             // when ok (a re-read: the document read again, same id)
   bool already_present = false;  // the same bytes were already in the library (nothing stored)
   QString title;
   int n_pages = 0;

@@ -76,7 +76,7 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
                               const PlanProbes& probes) {
   PlanSummary s;
   s.doc_id = doc.id;
-  s.doc_title = doc.title;
+  s.doc_title = doc.shown_title.empty() ? doc.title : doc.shown_title;
   const EngineSettings& es = engine.settings();
   const ModelConfig& c = engine.model().config();
   s.n_ctx_train = c.n_ctx_train;

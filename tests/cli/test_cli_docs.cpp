@@ -167,11 +167,10 @@ TEST(CliDocs, ShowTextPrintsEachPageAfterItsMarker) {
   EXPECT_NE(plain.out.find("pages:      3"), std::string::npos) << plain.out;
 }
 
-// A scan without any text, stored; `ingest --ocr` of the same file does not re-read it and
-// says how to (the advice "ingest with --ocr" used to lead to a silent "already in the
-// library").
-TEST(CliDocs, OcrOfAStoredScanSaysHowToReadIt) {
-  const fs::path d = data_dir("ocr-advice");
+// A scan without any text, stored; `docs show` says how to read it, and `ingest --ocr` of the
+// same file reads it again in place: the same id (its name kept), the page now OCR'd.
+TEST(CliDocs, OcrOfAStoredScanReadsItInPlace) {
+  const fs::path d = data_dir("ocr-in-place");
   PdfPage scan;
   test::PdfImage im;
   im.width = im.height = 16;
@@ -187,25 +186,77 @@ TEST(CliDocs, OcrOfAStoredScanSaysHowToReadIt) {
   const CliResult shown = run(with_data({"docs", "show", id}, d));
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("characters: 0\nflags:      scanned:1,no-text\ntext:       none "
-                           "(scanned, 0 tokens; --ocr reads it: `spillway-cli docs remove " +
-                           id + "`, then ingest the file again with --ocr)\n"),
+                           "(scanned, 0 tokens; OCR reads it in place: `spillway-cli ingest "
+                           "--ocr " +
+                           f.string() + "`)\n"),
             std::string::npos)
       << shown.out;
   const CliResult text = run(with_data({"docs", "show", id, "--text"}, d));
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.err.find("`spillway-cli docs remove " + id +
-                          "`, then ingest the file again "
-                          "with --ocr"),
+  EXPECT_NE(text.err.find("(in place: same id, chats and jobs kept), `spillway-cli ingest --ocr " +
+                          f.string() + "`"),
             std::string::npos)
       << text.err;
-  const CliResult again = run(with_data({"ingest", "--ocr", f.string()}, d));
-  EXPECT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_NE(again.err.find("is already in the library as document " + id +
-                           " without text; --ocr does not re-read a stored file: run "
-                           "`spillway-cli docs remove " +
-                           id + "`"),
+  ASSERT_EQ(run(with_data({"docs", "rename", id, "Board minutes 2019"}, d)).exit_code, 0);
+
+  const CliResult again = run(with_data({"ingest", "--ocr", "--json", f.string()}, d));
+  if (again.err.find("has no tesseract") != std::string::npos)
+    GTEST_SKIP() << "this build has no OCR";
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const nlohmann::json j = test::parse_one_object(again.out);
+  EXPECT_EQ(j["id"].dump(), id) << "read again in place, not added as a new document";
+  EXPECT_TRUE(j["reread"].get<bool>());
+  EXPECT_FALSE(j["already_present"].get<bool>());
+  EXPECT_EQ(j["ocr_pages"].get<int>(), 1);
+  EXPECT_EQ(j["name"], "Board minutes 2019");
+  const CliResult list = run(with_data({"docs", "list", "--json"}, d));
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(test::parse_one_object(list.out)["documents"].size(), 1u);
+  // Read already: a third --ocr finds nothing left to read and leaves it as it is.
+  const CliResult third = run(with_data({"ingest", "--ocr", "--json", f.string()}, d));
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_TRUE(test::parse_one_object(third.out)["already_present"].get<bool>());
+  EXPECT_FALSE(test::parse_one_object(third.out)["reread"].get<bool>());
+}
+
+// docs rename: the name is shown by list, show and search; the PDF's title is kept; "" goes
+// back to the cleaned title; an unknown id and an over-long name are errors with the numbers.
+TEST(CliDocs, RenameShowsTheNameAndKeepsThePdfTitle) {
+  const fs::path d = data_dir("rename");
+  const CliResult in = run(with_data({"ingest", "--json", text_pdf("rename.pdf").string()}, d));
+  ASSERT_EQ(in.exit_code, 0) << in.err;
+  const std::string id = test::parse_one_object(in.out)["id"].dump();
+  const CliResult ren = run(with_data({"docs", "rename", id, "  Acme   services\tcontract "}, d));
+  ASSERT_EQ(ren.exit_code, 0) << ren.err;
+  EXPECT_EQ(ren.out, "document " + id +
+                         ": renamed to \"Acme services contract\" (PDF title: \"Service "
+                         "Agreement\")\n");
+  const CliResult list = run(with_data({"docs", "list"}, d));
+  EXPECT_NE(list.out.find("  Acme services contract\n"), std::string::npos) << list.out;
+  const CliResult show = run(with_data({"docs", "show", id}, d));
+  EXPECT_NE(show.out.find("title:      Acme services contract\npdf title:  Service Agreement\n"),
             std::string::npos)
-      << again.err;
+      << show.out;
+  const CliResult hits = run(with_data({"docs", "search", "--json", "indemnification"}, d));
+  ASSERT_EQ(hits.exit_code, 0) << hits.err;
+  EXPECT_EQ(test::parse_one_object(hits.out)["hits"][0]["title"], "Acme services contract");
+  const nlohmann::json shown_json =
+      test::parse_one_object(run(with_data({"docs", "show", "--json", id}, d)).out);
+  EXPECT_EQ(shown_json["title"], "Service Agreement");
+  EXPECT_EQ(shown_json["name"], "Acme services contract");
+  EXPECT_EQ(shown_json["display_title"], "Acme services contract");
+
+  const CliResult back = run(with_data({"docs", "rename", id, ""}, d));
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(back.out,
+            "document " + id + ": shown as \"Service Agreement\" (its own title; no name given)\n");
+  const CliResult missing = run(with_data({"docs", "rename", "99", "x"}, d));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "error: cannot rename document 99: no document with id 99\n");
+  const CliResult long_name = run(with_data({"docs", "rename", id, std::string(301, 'x')}, d));
+  EXPECT_EQ(long_name.exit_code, 1);
+  EXPECT_EQ(long_name.err, "error: cannot rename document " + id +
+                               ": a document name is at most 300 characters; this one has 301\n");
 }
 
 TEST(CliDocs, ShowJsonHasPerPageObjectsWithTheScannedFlag) {
