@@ -129,6 +129,21 @@ MainWindow::MainWindow(const MainWindowParams& params, QWidget* parent)
     auto page = lib_->page(doc_id, page_no);
     return page ? fromStd(page->original_text) : QString();
   });
+  // Each document opens at the zoom it was last read at (fit width until changed).
+  viewer_->setZoomLookup([this](qint64 doc_id) {
+    if (!lib_) return 0.0;
+    auto v = lib_->setting(kZoomKeyPrefix + std::to_string(doc_id));
+    if (!v || !*v) return 0.0;
+    bool ok = false;
+    const double z = fromStd(**v).toDouble(&ok);
+    return ok ? z : 0.0;
+  });
+  connect(viewer_, &PageViewer::documentZoomChanged, this, [this](qint64 doc_id, double zoom) {
+    if (lib_) {
+      (void)lib_->set_setting(kZoomKeyPrefix + std::to_string(doc_id),
+                              zoom > 0 ? QString::number(zoom, 'g', 4).toStdString() : "fit");
+    }
+  });
   setCentralWidget(viewer_);
   connect(viewer_, &PageViewer::pageShown, this, [this](qint64 doc_id, int page_no) {
     setWindowTitle(QStringLiteral("%1 — Spillway").arg(viewer_->documentTitle()));
@@ -405,7 +420,9 @@ void MainWindow::addSample() {
         target, QFile::ReadOwner | QFile::WriteOwner | QFile::ReadGroup | QFile::ReadOther);
   }
   // Files from the command line are opened instead of the sample.
-  enqueue(target, {}, false, 0, PendingIngest{target, params_.files.isEmpty(), true});
+  enqueue(
+      target, {}, false, 0,
+      PendingIngest{.path = target, .open_when_done = params_.files.isEmpty(), .is_sample = true});
 }
 
 // --- ingest -----------------------------------------------------------------------------------
@@ -415,7 +432,7 @@ QList<qint64> MainWindow::addFiles(const QStringList& paths, bool open_first) {
   bool first = open_first;
   for (const QString& p : paths) {
     const QString abs = QFileInfo(p).absoluteFilePath();
-    ids << enqueue(abs, {}, false, 0, PendingIngest{abs, first, false});
+    ids << enqueue(abs, {}, false, 0, PendingIngest{.path = abs, .open_when_done = first});
     first = false;
   }
   return ids;
@@ -430,6 +447,7 @@ qint64 MainWindow::enqueue(const QString& path, const QString& password, bool oc
   req.replace_doc_id = replace_doc_id;
   pending.ocr = ocr;
   pending.replace_doc_id = replace_doc_id;
+  pending.password = password;
   const qint64 id = ingest_->enqueue(std::move(req));
   pending_.insert(id, std::move(pending));
   library_panel_->ingestPanel()->addJob(id, path);
@@ -495,6 +513,8 @@ void MainWindow::onIngestFinished(const app::IngestOutcome& o) {
                 if (id == job) ocrDocument(doc_id);
               });
     }
+    // The password the file was added with shows its pages for the rest of the session.
+    if (!pending.password.isEmpty()) viewer_->rememberPassword(o.doc_id, pending.password);
     if (pending.replace_doc_id > 0) {
       // Read again in place: the page on screen stays where it is.
       if (viewer_->documentId() == o.doc_id) showPage(o.doc_id, viewer_->currentPage());
@@ -550,7 +570,8 @@ void MainWindow::ocrDocument(qint64 doc_id) {
                          tr("%1 is no longer there, so its pages cannot be read again.").arg(path));
     return;
   }
-  enqueue(path, {}, true, doc_id, PendingIngest{path, viewer_->documentId() == doc_id, false});
+  enqueue(path, {}, true, doc_id,
+          PendingIngest{.path = path, .open_when_done = viewer_->documentId() == doc_id});
 }
 
 void MainWindow::renameDocument(qint64 doc_id, const QString& name) {

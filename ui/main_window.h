@@ -70,6 +70,8 @@ class MainWindow final : public QMainWindow {
   static constexpr const char* kStateKey = "ui.window_state";        // base64 saveState()
   static constexpr const char* kSampleAddedKey = "ui.sample_added";  // "1" once ingested
   static constexpr const char* kLastDocKey = "ui.last_document";     // "id:page"
+  /// A document's zoom: "ui.zoom.<id>" -> "1.44" (1.0 = 100%) or "fit" (fit width).
+  static constexpr const char* kZoomKeyPrefix = "ui.zoom.";
 
   /// Asks for an encrypted file's password (`wrong`: the last one failed); nullopt skips the
   /// file. The default shows PasswordDialog; tests inject their own.
@@ -162,6 +164,7 @@ class MainWindow final : public QMainWindow {
     bool is_sample = false;
     bool ocr = false;  // set by enqueue: what a password retry asks again
     qint64 replace_doc_id = 0;
+    QString password{};  // the viewer shows the document with it (memory only, never stored)
   };
   void buildMenus();
   void buildDocks();

@@ -5,6 +5,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QClipboard>
 #include <QFile>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -13,10 +14,12 @@
 #include <QLabel>
 #include <QPainter>
 #include <QPointer>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <QResizeEvent>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QShortcut>
 #include <QSpinBox>
 #include <QStackedWidget>
 #include <QStyle>
@@ -30,18 +33,19 @@
 #include <poppler-qt6.h>
 
 #include "ui/icons.h"
+#include "ui/page_canvas.h"
+#include "ui/password_dialog.h"
 
 namespace spw::ui {
 
 namespace {
 
-constexpr double kLogicalDpi = 96.0;    // 100% zoom
-constexpr int kPageMargin = 16;         // logical pixels around the page
+constexpr double kLogicalDpi = 96.0;  // 100% zoom
+constexpr int kPageMargin = PageCanvas::kMargin;
 constexpr int kCacheBytes = 192 << 20;  // rendered pages kept
 constexpr double kZoomStep = 1.2;
 constexpr int kMaxHighlightRects = 400;
-const QColor kHighlight(255, 214, 0, 110);  // translucent yellow
-const QColor kHighlightEdge(230, 160, 0, 200);
+constexpr int kWheelNotch = 120;  // angleDelta of one wheel step
 
 // The words of a highlight request, without quotes and punctuation at the ends.
 QStringList words(const QString& text) {
@@ -105,11 +109,12 @@ struct RenderResult {
   QList<QRectF> rects_pt;
 };
 
-RenderResult renderPage(const QString& path, int page_index, double dpi, double dpr,
-                        const QString& highlight) {
+RenderResult renderPage(const QString& path, const QByteArray& password, int page_index, double dpi,
+                        double dpr, const QString& highlight) {
   RenderResult r;
   std::unique_ptr<Poppler::Document> doc = Poppler::Document::load(path);
-  if (!doc || doc->isLocked()) return r;
+  if (!doc) return r;
+  if (doc->isLocked() && (password.isEmpty() || doc->unlock(password, password))) return r;
   setRenderHints(*doc);
   std::unique_ptr<Poppler::Page> page(doc->page(page_index));
   if (!page) return r;
@@ -121,61 +126,24 @@ RenderResult renderPage(const QString& path, int page_index, double dpi, double 
   return r;
 }
 
+// The page's words in reading order, as the canvas selects them.
+QList<PageCanvas::Word> pageWords(Poppler::Page& page) {
+  QList<PageCanvas::Word> out;
+  const std::vector<std::unique_ptr<Poppler::TextBox>> boxes = page.textList();
+  out.reserve(qsizetype(boxes.size()));
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const Poppler::TextBox& b = *boxes[i];
+    PageCanvas::Word w;
+    w.rect_pt = b.boundingBox();
+    w.text = b.text();
+    w.space_after = b.hasSpaceAfter();
+    w.line_end = i + 1 < boxes.size() && b.nextWord() != boxes[i + 1].get();
+    out << w;
+  }
+  return out;
+}
+
 }  // namespace
-
-// The page image with its highlight rectangles, centred on a neutral background.
-class PageCanvas final : public QWidget {
- public:
-  explicit PageCanvas(QWidget* parent) : QWidget(parent) { setAttribute(Qt::WA_OpaquePaintEvent); }
-
-  void setPage(const QImage& image, QList<QRectF> rects) {
-    image_ = image;
-    rects_ = std::move(rects);
-    const QSizeF logical = image_.deviceIndependentSize();
-    setFixedSize(int(std::ceil(logical.width())) + 2 * kPageMargin,
-                 int(std::ceil(logical.height())) + 2 * kPageMargin);
-    update();
-  }
-  void clear() {
-    image_ = QImage();
-    rects_.clear();
-    update();
-  }
-  int rectCount() const { return int(rects_.size()); }
-  /// The first highlight rectangle in widget coordinates (null when none).
-  QRect firstRect() const {
-    if (rects_.isEmpty()) return {};
-    return rects_.front().translated(pageOrigin()).toAlignedRect();
-  }
-
- protected:
-  void paintEvent(QPaintEvent*) override {
-    QPainter p(this);
-    p.fillRect(rect(), palette().color(QPalette::Mid).lighter(125));
-    if (image_.isNull()) return;
-    const QPointF o = pageOrigin();
-    const QRectF page(o, image_.deviceIndependentSize());
-    // A soft shadow under the sheet.
-    for (int i = 1; i <= 4; ++i) {
-      p.fillRect(page.translated(i * 0.5, i * 0.75), QColor(0, 0, 0, 14));
-    }
-    p.drawImage(page, image_);
-    p.setRenderHint(QPainter::Antialiasing);
-    p.setPen(QPen(kHighlightEdge, 1));
-    p.setBrush(kHighlight);
-    p.setCompositionMode(QPainter::CompositionMode_Multiply);
-    for (const QRectF& r : rects_) p.drawRoundedRect(r.translated(o).adjusted(-1, -1, 1, 1), 2, 2);
-  }
-
- private:
-  QPointF pageOrigin() const {
-    const QSizeF s = image_.deviceIndependentSize();
-    return {std::max<double>(kPageMargin, (width() - s.width()) / 2), double(kPageMargin)};
-  }
-
-  QImage image_;
-  QList<QRectF> rects_;  // logical pixels relative to the page's top-left
-};
 
 PageViewer::PageViewer(QWidget* parent)
     : QWidget(parent),
@@ -279,6 +247,30 @@ PageViewer::PageViewer(QWidget* parent)
   scroll_->setAlignment(Qt::AlignHCenter | Qt::AlignTop);
   scroll_->setBackgroundRole(QPalette::Mid);
   canvas_ = new PageCanvas(scroll_);
+  canvas_->setWordsProvider([this] {
+    // Not while another page renders: the words must be those of the page on screen.
+    if (!pdf_ || page_ <= 0 || rendering_) return QList<PageCanvas::Word>();
+    std::unique_ptr<Poppler::Page> page(pdf_->page(page_ - 1));
+    return page ? pageWords(*page) : QList<PageCanvas::Word>();
+  });
+  // Copy and select the page's text: the keys and the page's context menu.
+  copy_ = new QAction(themed("edit-copy", QStyle::SP_FileDialogContentsView, style()), tr("Copy"),
+                      this);
+  copy_->setShortcut(QKeySequence::Copy);
+  copy_->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  copy_->setEnabled(false);
+  connect(copy_, &QAction::triggered, this, &PageViewer::copySelection);
+  auto* select_all = new QAction(tr("Select all text on this page"), this);
+  select_all->setShortcut(QKeySequence::SelectAll);
+  select_all->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  connect(select_all, &QAction::triggered, canvas_, &PageCanvas::selectAll);
+  canvas_->addAction(copy_);
+  canvas_->addAction(select_all);
+  canvas_->setContextMenuPolicy(Qt::ActionsContextMenu);
+  addAction(copy_);
+  addAction(select_all);
+  connect(canvas_, &PageCanvas::selectionChanged, this,
+          [this](const QString& text) { copy_->setEnabled(!text.isEmpty()); });
   scroll_->setWidget(canvas_);
   scroll_->setWidgetResizable(false);
   scroll_->viewport()->installEventFilter(this);
@@ -293,19 +285,44 @@ PageViewer::PageViewer(QWidget* parent)
     text_note_->setObjectName(QStringLiteral("storedTextNote"));
     text_note_->setWordWrap(true);
     text_note_->setContentsMargins(12, 8, 12, 8);
-    text_note_->setStyleSheet(
-        QStringLiteral("QLabel { background: #fff4d6; color: #5d4200; border-bottom: 1px solid "
-                       "#e8d29a; }"));
-    tl->addWidget(text_note_);
+    auto* note_row = new QFrame(text_view_);
+    note_row->setObjectName(QStringLiteral("storedTextNoteRow"));
+    note_row->setStyleSheet(
+        QStringLiteral("#storedTextNoteRow { background: #fff4d6; border-bottom: 1px solid "
+                       "#e8d29a; } #storedTextNoteRow QLabel { color: #5d4200; }"));
+    auto* nl = new QHBoxLayout(note_row);
+    nl->setContentsMargins(0, 0, 8, 0);
+    nl->addWidget(text_note_, 1);
+    // An encrypted PDF: its pages are shown once its password is given (kept in memory only).
+    unlock_ = new QPushButton(tr("Unlock…"), note_row);
+    unlock_->setObjectName(QStringLiteral("unlockButton"));
+    unlock_->setToolTip(
+        tr("Enter the PDF's password to show its pages (kept in memory until "
+           "Spillway closes, never saved)"));
+    unlock_->hide();
+    connect(unlock_, &QPushButton::clicked, this, [this] { unlock(); });
+    nl->addWidget(unlock_, 0, Qt::AlignVCenter);
+    tl->addWidget(note_row);
     text_ = new QTextEdit(text_view_);
     text_->setReadOnly(true);
     text_->setObjectName(QStringLiteral("storedText"));
     text_->setFrameShape(QFrame::NoFrame);
     text_->document()->setDocumentMargin(24);
+    text_->viewport()->installEventFilter(this);
     tl->addWidget(text_, 1);
   }
   stack_->addWidget(text_view_);
   layout->addWidget(stack_, 1);
+
+  // Home and End: the first and the last page (while the focus is in the viewer).
+  for (const auto& [key, to_last] :
+       {std::pair{Qt::Key_Home, false}, std::pair{Qt::Key_End, true}}) {
+    auto* sc = new QShortcut(QKeySequence(key), this);
+    sc->setContext(Qt::WidgetWithChildrenShortcut);
+    connect(sc, &QShortcut::activated, this, [this, last = to_last] {
+      if (doc_.id != 0) showPage(last ? doc_.n_pages : 1);
+    });
+  }
 
   refit_timer_ = new QTimer(this);
   refit_timer_->setSingleShot(true);
@@ -326,8 +343,14 @@ void PageViewer::openDocument(const DocumentInfo& doc, int page_no, const QStrin
   if (doc.id != doc_.id || doc.path != doc_.path || (!pdf_ && pdf_error_.isEmpty())) {
     doc_ = doc;
     pdf_.reset();
+    locked_.reset();
     pdf_error_.clear();
     cache_.clear();
+    // The zoom this document was read at last; fit width when none.
+    const double remembered = zoom_lookup_ ? zoom_lookup_(doc.id) : 0.0;
+    fit_width_ = !(remembered > 0);
+    if (!fit_width_) zoom_ = std::clamp(remembered, kMinZoom, kMaxZoom);
+    fit_->setChecked(fit_width_);
     const QFileInfo fi(doc.path);
     if (doc.path.isEmpty() || !fi.exists()) {
       pdf_error_ = tr("The PDF file is no longer at %1.").arg(doc.path);
@@ -336,10 +359,14 @@ void PageViewer::openDocument(const DocumentInfo& doc, int page_no, const QStrin
       if (!pdf_) {
         pdf_error_ = tr("Poppler cannot open %1.").arg(doc.path);
       } else if (pdf_->isLocked()) {
-        // Encrypted: the password was not stored, so the stored text is all we can show.
-        pdf_error_ = tr("%1 is encrypted and its password is not kept.").arg(fi.fileName());
-        pdf_.reset();
-      } else {
+        const QByteArray pw = passwords_.value(doc.id);
+        if (pw.isEmpty() || pdf_->unlock(pw, pw)) {
+          // Encrypted, no password this session: the stored text until it is unlocked.
+          pdf_error_ = tr("%1 is encrypted.").arg(fi.fileName());
+          locked_ = std::move(pdf_);
+        }
+      }
+      if (pdf_) {
         setRenderHints(*pdf_);
         if (pdf_->numPages() != doc.n_pages && pdf_->numPages() > 0) {
           doc_.n_pages = pdf_->numPages();  // the file changed since ingest; trust the file
@@ -359,10 +386,42 @@ void PageViewer::setDocumentTitle(const QString& title) {
   title_->setText(title);
 }
 
+void PageViewer::rememberPassword(qint64 doc_id, const QString& password) {
+  if (doc_id <= 0 || password.isEmpty()) return;
+  passwords_.insert(doc_id, password.toUtf8());
+  if (doc_id == doc_.id && locked_) {
+    // Open now: the document on screen is the one just unlocked.
+    const int page = page_;
+    doc_.id = 0;
+    DocumentInfo info{doc_id, doc_.path, doc_.title, doc_.n_pages};
+    openDocument(info, page, highlight_);
+  }
+}
+
+bool PageViewer::unlock() {
+  if (!locked_ || doc_.id == 0) return false;
+  const PasswordPrompt ask =
+      password_prompt_ ? password_prompt_ : [this](const QString& file, bool wrong) {
+        return PasswordDialog::ask(this, file, wrong, PasswordDialog::Purpose::View);
+      };
+  bool wrong = false;
+  for (;;) {
+    const std::optional<QString> pw = ask(doc_.path, wrong);
+    if (!pw || pw->isEmpty() || !locked_) return false;
+    const QByteArray bytes = pw->toUtf8();
+    if (!locked_->unlock(bytes, bytes)) {
+      rememberPassword(doc_.id, *pw);
+      return true;
+    }
+    wrong = true;
+  }
+}
+
 void PageViewer::closeDocument() {
   latest_->fetch_add(1);
   rendering_ = false;
   doc_ = {};
+  locked_.reset();
   pdf_.reset();
   pdf_error_.clear();
   cache_.clear();
@@ -401,6 +460,7 @@ void PageViewer::setZoom(double zoom) {
   zoom = std::clamp(zoom, kMinZoom, kMaxZoom);
   fit_width_ = false;
   fit_->setChecked(false);
+  if (doc_.id != 0) emit documentZoomChanged(doc_.id, zoom);
   if (std::abs(zoom - zoom_) < 1e-6) {
     updateControls();
     return;
@@ -414,8 +474,38 @@ void PageViewer::setZoom(double zoom) {
 void PageViewer::setFitWidth(bool on) {
   fit_width_ = on;
   fit_->setChecked(on);
+  if (doc_.id != 0) emit documentZoomChanged(doc_.id, on ? 0.0 : zoom_);
   if (on && pdf_ && page_ > 0) render();
   updateControls();
+}
+
+QString PageViewer::selectedText() const { return canvas_->selectedText(); }
+
+bool PageViewer::copySelection() {
+  const QString text = canvas_->selectedText();
+  if (text.isEmpty()) return false;
+  QGuiApplication::clipboard()->setText(text);
+  return true;
+}
+
+bool PageViewer::wheelAtEdge(QScrollBar* bar, int dy) {
+  // Past the bottom of a page (or the top), the wheel goes on to the next (previous) one: the
+  // first notch beyond the edge turns the page, so a page reads into the next as one scroll.
+  const bool down = dy < 0;
+  const bool at_edge = down ? bar->value() >= bar->maximum() : bar->value() <= bar->minimum();
+  const bool more = down ? page_ < doc_.n_pages : page_ > 1;
+  if (dy == 0 || !at_edge || !more) {
+    wheel_rest_ = 0;
+    return false;
+  }
+  if ((wheel_rest_ < 0) != down) wheel_rest_ = 0;  // turned around
+  wheel_rest_ += dy;
+  if (std::abs(wheel_rest_) >= kWheelNotch) {
+    wheel_rest_ = 0;
+    land_at_bottom_ = !down;
+    showPage(down ? page_ + 1 : page_ - 1);
+  }
+  return true;
 }
 
 void PageViewer::resizeEvent(QResizeEvent* event) {
@@ -424,12 +514,18 @@ void PageViewer::resizeEvent(QResizeEvent* event) {
 }
 
 bool PageViewer::eventFilter(QObject* watched, QEvent* event) {
-  if (watched == scroll_->viewport() && event->type() == QEvent::Wheel) {
+  const bool page_view = watched == scroll_->viewport();
+  if ((page_view || watched == text_->viewport()) && event->type() == QEvent::Wheel) {
     auto* wheel = static_cast<QWheelEvent*>(event);
     if (wheel->modifiers() & Qt::ControlModifier) {
-      const int steps = wheel->angleDelta().y() / 120;
+      if (!page_view) return QWidget::eventFilter(watched, event);
+      const int steps = wheel->angleDelta().y() / kWheelNotch;
       if (steps != 0 && pdf_) setZoom(zoom_ * std::pow(kZoomStep, steps));
       return true;
+    }
+    if (doc_.id != 0 && page_ > 0 && wheel->angleDelta().x() == 0) {
+      QScrollBar* bar = page_view ? scroll_->verticalScrollBar() : text_->verticalScrollBar();
+      if (wheelAtEdge(bar, wheel->angleDelta().y())) return true;
     }
   }
   return QWidget::eventFilter(watched, event);
@@ -465,8 +561,8 @@ void PageViewer::render() {
     latest_->fetch_add(1);  // a render still running for another page is no longer wanted
     rendering_ = false;
     std::unique_ptr<Poppler::Page> page(pdf_->page(page_ - 1));
-    canvas_->setPage(*cached,
-                     page ? scaled(highlightRects(*page, highlight_), scale) : QList<QRectF>());
+    canvas_->setPage(
+        *cached, page ? scaled(highlightRects(*page, highlight_), scale) : QList<QRectF>(), scale);
     present();
     return;
   }
@@ -477,12 +573,13 @@ void PageViewer::render() {
   const QPointer<PageViewer> self(this);
   const std::shared_ptr<std::atomic<quint64>> latest = latest_;
   const QString path = doc_.path;
+  const QByteArray password = passwords_.value(doc_.id);
   const QString highlight = highlight_;
   const qint64 doc_id = doc_.id;
   const int page_index = page_ - 1;
   render_pool_->start([=] {
     if (latest->load() != gen) return;  // superseded before it started
-    RenderResult r = renderPage(path, page_index, dpi, dpr, highlight);
+    RenderResult r = renderPage(path, password, page_index, dpi, dpr, highlight);
     QMetaObject::invokeMethod(
         qApp,
         [=] {
@@ -496,7 +593,7 @@ void PageViewer::render() {
             v->pdf_error_ = tr("Poppler could not render page %1.").arg(page_index + 1);
             v->renderStoredText();
           } else {
-            v->canvas_->setPage(r.image, scaled(r.rects_pt, scale));
+            v->canvas_->setPage(r.image, scaled(r.rects_pt, scale), scale);
           }
           v->present();
         },
@@ -505,10 +602,14 @@ void PageViewer::render() {
 }
 
 void PageViewer::present() {
-  if (scroll_to_top_) {
-    scroll_->verticalScrollBar()->setValue(0);
-    scroll_to_top_ = false;
+  QScrollBar* bar = showingStoredText() ? text_->verticalScrollBar() : scroll_->verticalScrollBar();
+  if (land_at_bottom_) {
+    // Wheeled up from the top of the next page: this one is read from its bottom.
+    bar->setValue(bar->maximum());
+  } else if (scroll_to_top_ && !(showingStoredText() && text_matches_ > 0)) {
+    bar->setValue(0);
   }
+  land_at_bottom_ = scroll_to_top_ = false;
   if (!showingStoredText() && canvas_->rectCount() > 0) {
     const QRect r = canvas_->firstRect();
     scroll_->ensureVisible(r.center().x(), r.center().y(), 40, scroll_->viewport()->height() / 3);
@@ -521,7 +622,14 @@ void PageViewer::renderStoredText() {
   stack_->setCurrentWidget(text_view_);
   const QString text = text_provider_ ? text_provider_(doc_.id, page_) : QString();
   text_note_->setText(
-      tr("%1 Showing the text stored in the library for page %2.").arg(pdf_error_).arg(page_));
+      locked_ ? tr("%1 Showing the text stored in the library for page %2; unlock it to see the "
+                   "page itself.")
+                    .arg(pdf_error_)
+                    .arg(page_)
+              : tr("%1 Showing the text stored in the library for page %2.")
+                    .arg(pdf_error_)
+                    .arg(page_));
+  unlock_->setVisible(locked_ != nullptr);
   text_->setPlainText(text.isEmpty() ? tr("(no text stored for this page)") : text);
   QList<QTextEdit::ExtraSelection> marks;
   if (!highlight_.isEmpty()) {

@@ -13,7 +13,8 @@
 
 namespace spw::ui {
 
-PasswordDialog::PasswordDialog(const QString& file, bool wrong, QWidget* parent) : QDialog(parent) {
+PasswordDialog::PasswordDialog(const QString& file, bool wrong, QWidget* parent, Purpose purpose)
+    : QDialog(parent) {
   setWindowTitle(tr("Password needed"));
   setObjectName(QStringLiteral("passwordDialog"));
   auto* grid = new QGridLayout(this);
@@ -28,8 +29,11 @@ PasswordDialog::PasswordDialog(const QString& file, bool wrong, QWidget* parent)
   const QString name = QFileInfo(file).fileName();
   auto* text = new QLabel(
       wrong ? tr("<b>%1</b> did not open with that password. Try again:").arg(name.toHtmlEscaped())
-            : tr("<b>%1</b> is encrypted. Enter its password to add it to the library:")
-                  .arg(name.toHtmlEscaped()),
+      : purpose == Purpose::View
+          ? tr("<b>%1</b> is encrypted. Enter its password to show its pages:")
+                .arg(name.toHtmlEscaped())
+          : tr("<b>%1</b> is encrypted. Enter its password to add it to the library:")
+                .arg(name.toHtmlEscaped()),
       this);
   text->setWordWrap(true);
   grid->addWidget(text, 0, 1);
@@ -40,7 +44,10 @@ PasswordDialog::PasswordDialog(const QString& file, bool wrong, QWidget* parent)
   edit_->setMinimumWidth(280);
   grid->addWidget(edit_, 1, 1);
 
-  auto* note = new QLabel(tr("The password is used for this import only and is not saved."), this);
+  auto* note = new QLabel(tr("Spillway keeps it in memory until it closes, to show the pages; it "
+                             "is never saved."),
+                          this);
+  note->setWordWrap(true);
   note->setEnabled(false);
   grid->addWidget(note, 2, 1);
 
@@ -53,8 +60,9 @@ PasswordDialog::PasswordDialog(const QString& file, bool wrong, QWidget* parent)
 
 QString PasswordDialog::password() const { return edit_->text(); }
 
-std::optional<QString> PasswordDialog::ask(QWidget* parent, const QString& file, bool wrong) {
-  PasswordDialog dialog(file, wrong, parent);
+std::optional<QString> PasswordDialog::ask(QWidget* parent, const QString& file, bool wrong,
+                                           Purpose purpose) {
+  PasswordDialog dialog(file, wrong, parent, purpose);
   if (dialog.exec() != QDialog::Accepted) return std::nullopt;
   return dialog.password();
 }

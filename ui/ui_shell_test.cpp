@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QLabel>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSet>
 #include <QSignalSpy>
 #include <QTest>
@@ -24,6 +25,7 @@
 #include "ui/ingest_progress.h"
 #include "ui/library_panel.h"
 #include "ui/main_window.h"
+#include "ui/page_canvas.h"
 #include "ui/page_viewer.h"
 
 namespace spw::ui {
@@ -319,16 +321,48 @@ TEST(MainWindowShell, EncryptedPdfGoesThroughThePasswordPath) {
   EXPECT_EQ((*docs)[0].n_pages, 2);
   EXPECT_TRUE(
       w.libraryPanel()->documentBadges((*docs)[0].id).contains(QStringLiteral("encrypted")));
-  // The password is never stored: no settings row holds it.
-  for (const char* key :
-       {MainWindow::kGeometryKey, MainWindow::kStateKey, MainWindow::kLastDocKey}) {
-    auto v = lib->setting(key);
-    ASSERT_TRUE(v.ok());
-    if (v->has_value()) EXPECT_EQ((*v)->find("open sesame"), std::string::npos);
+  // The password it was added with shows its pages for the rest of this session.
+  const qint64 id = (*docs)[0].id;
+  QSignalSpy shown(w.pageViewer(), &PageViewer::pageShown);
+  w.showPage(id, 2);
+  ASSERT_TRUE(shown.count() > 0 || shown.wait(10000));
+  EXPECT_FALSE(w.pageViewer()->showingStoredText());
+  EXPECT_FALSE(w.pageViewer()->isLocked());
+  w.close();
+
+  // The next session has no password: the stored text and an Unlock… button; a wrong password
+  // is asked again, the right one shows the page.
+  MainWindow again(paramsFor(dir));
+  again.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&again));
+  PageViewer* viewer = again.pageViewer();
+  QList<bool> prompts;
+  viewer->setPasswordPrompt([&prompts](const QString& file, bool wrong) -> std::optional<QString> {
+    EXPECT_TRUE(file.endsWith(QStringLiteral("locked.pdf")));
+    prompts << wrong;
+    return prompts.size() == 1 ? QStringLiteral("still not it") : QStringLiteral("open sesame");
+  });
+  again.showPage(id, 2);
+  EXPECT_TRUE(viewer->showingStoredText());
+  EXPECT_TRUE(viewer->isLocked());
+  auto* unlock = viewer->findChild<QPushButton*>(QStringLiteral("unlockButton"));
+  ASSERT_NE(unlock, nullptr);
+  EXPECT_TRUE(unlock->isVisible());
+  QSignalSpy again_shown(viewer, &PageViewer::pageShown);
+  QTest::mouseClick(unlock, Qt::LeftButton);
+  EXPECT_EQ(prompts, (QList<bool>{false, true}));
+  ASSERT_TRUE(QTest::qWaitFor(
+      [&] { return !viewer->showingStoredText() && !viewer->isRendering(); }, 10000));
+  EXPECT_FALSE(viewer->isLocked());
+  EXPECT_EQ(viewer->currentPage(), 2);
+  EXPECT_TRUE(viewer->canvas()->hasPage());
+  again.close();
+
+  // Never stored: not in any file of the data folder (database, its journal, settings).
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path())) {
+    if (!entry.is_regular_file()) continue;
+    EXPECT_EQ(test::read_file(entry.path()).find("open sesame"), std::string::npos) << entry.path();
   }
-  // The viewer cannot open it without the password: it shows the stored text instead.
-  w.showPage((*docs)[0].id, 2);
-  EXPECT_TRUE(w.pageViewer()->showingStoredText());
 }
 
 TEST(MainWindowShell, SkippingThePasswordLeavesNothingStored) {
