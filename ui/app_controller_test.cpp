@@ -11,8 +11,10 @@
 
 #include <QApplication>
 #include <QDockWidget>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTest>
+#include <QToolButton>
 
 #include "app/settings/app_settings.h"
 #include "app/store/library.h"
@@ -21,6 +23,7 @@
 #include "ui/chat_panel.h"
 #include "ui/main_window.h"
 #include "ui/page_viewer.h"
+#include "ui/plan_banner.h"
 
 namespace spw::ui {
 namespace {
@@ -146,6 +149,47 @@ TEST(AppController, SmallWindowsKeepTheirSizeAndTheDocksLeaveRoomForThePage) {
     // Every dock inside the window.
     for (QDockWidget* d : {w.libraryDock(), w.chatDock(), w.dashboardDock(), w.jobsDock()})
       EXPECT_TRUE(w.rect().contains(d->geometry())) << d->objectName().toStdString();
+
+    // The planner's verdict in the chat (a long one, all choices offered) keeps the window's
+    // size: its text scrolls and its buttons wrap in the narrow chat dock.
+    const qint64 doc = w.pageViewer()->documentId();
+    c.chat()->setDocuments({doc});
+    app::PlanSummary plan;
+    plan.doc_id = doc;
+    plan.doc_title = "Master Services Agreement (Spillway sample)";
+    plan.prompt_tokens = 7642;
+    plan.n_ctx = 4096;
+    plan.n_parts = 3;
+    plan.can_run_anyway = true;
+    plan.headline =
+        "This 7,642-token document does not fit in the model's 4,096-token context, nor do its "
+        "KV blocks in the RAM budget. Answering over 3 parts takes about 4 minutes; a longer "
+        "context needs 2.1 GiB more RAM than the budget holds.";
+    plan.problems = {"the prompt is longer than the context", "the KV does not fit the budgets"};
+    app::AskRequest req;
+    req.doc_ids = {doc};
+    req.question = "What is the term of the agreement?";
+    emit c.worker()->planReady(plan, req);
+    QApplication::processEvents();
+    ASSERT_TRUE(c.chat()->planBanner()->isVisible());
+    c.chat()->planBanner()->detailsButton()->click();
+    QApplication::processEvents();
+    EXPECT_EQ(w.size(), size) << "with the verdict shown: minimum " << w.minimumSizeHint().width()
+                              << "x" << w.minimumSizeHint().height() << ", chat min "
+                              << w.chatDock()->minimumSizeHint().width() << "x"
+                              << w.chatDock()->minimumSizeHint().height();
+    EXPECT_LE(w.minimumSizeHint().height(), size.height());
+    EXPECT_LE(w.minimumSizeHint().width(), size.width());
+    EXPECT_TRUE(w.rect().contains(w.chatDock()->geometry()));
+    EXPECT_LE(c.chat()->minimumSizeHint().height(), c.chat()->height());
+    // Every choice is on screen inside the chat dock.
+    for (QWidget* b : {static_cast<QWidget*>(c.chat()->runAnywayButton()),
+                       static_cast<QWidget*>(c.chat()->mapReduceButton())}) {
+      const QRect r(b->mapTo(w.chatDock(), QPoint(0, 0)), b->size());
+      EXPECT_TRUE(w.chatDock()->rect().contains(r))
+          << b->objectName().toStdString() << " at " << r.x() << "," << r.y() << " " << r.width()
+          << "x" << r.height() << " in " << w.chatDock()->width() << "x" << w.chatDock()->height();
+    }
   }
 }
 

@@ -18,6 +18,8 @@
 #include "app/ask/document.h"
 #include "app/store/library.h"
 #include "app/worker/plan_summary.h"
+#include "ui/elided_label.h"
+#include "ui/plan_banner.h"
 #include "ui/question_box.h"
 #include "ui/run_progress.h"
 
@@ -60,9 +62,10 @@ ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
 
-  scope_ = new QLabel(this);
+  // One line, elided (the whole of it in the tooltip): a long title does not make the chat
+  // taller in a narrow dock.
+  scope_ = new ElidedLabel(this);
   scope_->setObjectName(QStringLiteral("chatScope"));
-  scope_->setWordWrap(true);
   export_ = new QToolButton(this);
   export_->setObjectName(QStringLiteral("chatExport"));
   export_->setText(tr("Export…"));
@@ -85,27 +88,10 @@ ChatPanel::ChatPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(progress_);
 
   // The planner's verdict when a run will not fit, with the choices.
-  plan_box_ = new QFrame(this);
-  plan_box_->setObjectName(QStringLiteral("planBanner"));
-  plan_box_->setFrameShape(QFrame::StyledPanel);
-  auto* plan_layout = new QVBoxLayout(plan_box_);
-  plan_text_ = new QLabel(plan_box_);
-  plan_text_->setWordWrap(true);
-  plan_text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  plan_layout->addWidget(plan_text_);
-  auto* plan_buttons = new QHBoxLayout;
-  run_anyway_ = new QPushButton(tr("Run anyway"), plan_box_);
-  map_reduce_ = new QPushButton(tr("Use map-reduce"), plan_box_);
-  plan_cancel_ = new QPushButton(tr("Cancel"), plan_box_);
-  plan_buttons->addStretch(1);
-  plan_buttons->addWidget(run_anyway_);
-  plan_buttons->addWidget(map_reduce_);
-  plan_buttons->addWidget(plan_cancel_);
-  plan_layout->addLayout(plan_buttons);
-  connect(run_anyway_, &QPushButton::clicked, this, [this] { choosePlan(false); });
-  connect(map_reduce_, &QPushButton::clicked, this, [this] { choosePlan(true); });
-  connect(plan_cancel_, &QPushButton::clicked, this, [this] {
-    plan_box_->hide();
+  plan_box_ = new PlanBanner(this);
+  connect(plan_box_, &PlanBanner::runAnyway, this, [this] { choosePlan(false); });
+  connect(plan_box_, &PlanBanner::mapReduce, this, [this] { choosePlan(true); });
+  connect(plan_box_, &PlanBanner::cancelled, this, [this] {
     entries_.push_back(Entry::of(Entry::Note, tr("Not asked.")));
     render();
   });
@@ -207,13 +193,13 @@ void ChatPanel::refreshTitles() {
     doc_titles_ << title;
   }
   if (doc_ids_.isEmpty()) {
-    scope_->setText(tr("No document selected."));
+    scope_->setFullText(tr("No document selected."));
   } else if (doc_ids_.size() == 1) {
-    scope_->setText(tr("Asking “%1”").arg(doc_titles_[0]));
+    scope_->setFullText(tr("Asking “%1”").arg(doc_titles_[0]));
   } else {
-    scope_->setText(tr("Asking %1 documents one after another (one answer each): %2")
-                        .arg(doc_ids_.size())
-                        .arg(doc_titles_.join(QStringLiteral(", "))));
+    scope_->setFullText(tr("Asking %1 documents one after another (one answer each): %2")
+                            .arg(doc_ids_.size())
+                            .arg(doc_titles_.join(QStringLiteral(", "))));
   }
 }
 
@@ -342,6 +328,9 @@ void ChatPanel::askQuestion(const QString& question) {
   worker_->ask(req);
 }
 
+QPushButton* ChatPanel::runAnywayButton() const { return plan_box_->runAnywayButton(); }
+QPushButton* ChatPanel::mapReduceButton() const { return plan_box_->mapReduceButton(); }
+
 void ChatPanel::stop() {
   if (worker_) worker_->stop();
 }
@@ -382,11 +371,14 @@ void ChatPanel::onPlanReady(const app::PlanSummary& plan, const app::AskRequest&
   const QString text = qs(app::plan_summary_text(plan));
   if (plan.needs_choice() && !request.skip_plan && !request.map_reduce) {
     pending_plan_ = request;
-    plan_text_->setText(tr("<b>This question will not fit as it is (“%1”).</b><br>%2")
-                            .arg(qs(plan.doc_title).toHtmlEscaped(), html_text(text)));
-    map_reduce_->setEnabled(plan.n_parts > 0);
-    run_anyway_->setVisible(plan.can_run_anyway);  // only a run that can work
-    plan_box_->show();
+    // The headline first; the numbers (the summary after it) behind Details.
+    const QString headline = qs(plan.headline);
+    QString details = text;
+    if (!headline.isEmpty() && details.startsWith(headline))
+      details = details.mid(headline.size()).trimmed();
+    plan_box_->showVerdict(qs(plan.doc_title), headline.isEmpty() ? text : headline,
+                           headline.isEmpty() ? QString() : details, plan.n_parts > 0,
+                           plan.can_run_anyway);
     return;
   }
   onNote(tr("Memory plan for “%1”: %2").arg(qs(plan.doc_title), qs(app::plan_summary_line(plan))));

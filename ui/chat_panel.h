@@ -43,6 +43,8 @@ class Library;
 
 namespace spw::ui {
 
+class ElidedLabel;
+class PlanBanner;
 class QuestionBox;
 class RunProgress;
 
@@ -90,9 +92,9 @@ class ChatPanel final : public QWidget {
   QuestionBox* input() const { return input_; }
   QPushButton* askButton() const { return ask_; }
   QPushButton* stopButton() const { return stop_; }
-  QFrame* planBanner() const { return plan_box_; }
-  QPushButton* runAnywayButton() const { return run_anyway_; }
-  QPushButton* mapReduceButton() const { return map_reduce_; }
+  PlanBanner* planBanner() const { return plan_box_; }
+  QPushButton* runAnywayButton() const;
+  QPushButton* mapReduceButton() const;
   RunProgress* runProgress() const { return progress_; }
   QToolButton* exportButton() const { return export_; }
 
@@ -192,13 +194,9 @@ class ChatPanel final : public QWidget {
   qint64 snapshot_budget_ = 0;
   QSet<int> unfolded_;  // first entries of notice runs the user unfolded
 
-  QLabel* scope_ = nullptr;
+  ElidedLabel* scope_ = nullptr;
   QTextBrowser* view_ = nullptr;
-  QFrame* plan_box_ = nullptr;
-  QLabel* plan_text_ = nullptr;
-  QPushButton* run_anyway_ = nullptr;
-  QPushButton* map_reduce_ = nullptr;
-  QPushButton* plan_cancel_ = nullptr;
+  PlanBanner* plan_box_ = nullptr;
   RunProgress* progress_ = nullptr;
   QuestionBox* input_ = nullptr;
   QToolButton* export_ = nullptr;

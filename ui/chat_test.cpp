@@ -4,6 +4,7 @@
 // the no-model help. The model is ../shared/models/stories260K.gguf when present, else a generated
 // test model (tests/support/test_model.h).
 #include "ui/chat_panel.h"
+#include "ui/plan_banner.h"
 
 #include <gtest/gtest.h>
 #include <QApplication>
@@ -285,6 +286,18 @@ TEST_F(ChatTest, APlanThatDoesNotFitShowsTheChoicesInsteadOfFailing) {
   ASSERT_TRUE(QTest::qWaitFor([&] { return plans.count() > 0 && !w.isBusy(); }, 60000));
   EXPECT_TRUE(p.planBanner()->isVisible());
   EXPECT_TRUE(p.mapReduceButton()->isEnabled());
+  // The plain-language verdict first, the numbers behind Details.
+  const auto plan = plans.at(0).at(0).value<app::PlanSummary>();
+  ASSERT_FALSE(plan.headline.empty());
+  EXPECT_TRUE(p.planBanner()->headlineText().contains(QString::fromStdString(plan.headline)))
+      << p.planBanner()->headlineText().toStdString();
+  EXPECT_FALSE(p.planBanner()->headlineText().contains(QStringLiteral("tokens of prompt")));
+  EXPECT_FALSE(p.planBanner()->detailsShown());
+  p.planBanner()->detailsButton()->click();
+  EXPECT_TRUE(p.planBanner()->detailsShown());
+  EXPECT_TRUE(p.planBanner()->detailsText().contains(
+      QStringLiteral("%1 tokens of prompt").arg(plan.prompt_tokens)))
+      << p.planBanner()->detailsText().toStdString();
   EXPECT_EQ(finished.count() + failed.count(), 0);
   EXPECT_TRUE(lib_->chats(doc_id)->empty());
 
