@@ -48,8 +48,8 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
     if (loaded) {
       settings = *loaded;
     } else {
-      window_.setActivity(tr("Settings could not be read (%1); using the defaults")
-                              .arg(fromStd(loaded.error().message)));
+      window_.showNotice(tr("Settings could not be read (%1); using the defaults")
+                             .arg(fromStd(loaded.error().message)));
     }
   }
   if (!params_.model_path.isEmpty()) settings.engine.model_path = params_.model_path.toStdString();
@@ -184,7 +184,7 @@ void AppController::applySettings(const QString& settings_json) {
     QSettings folders;
     folders.setValue(QStringLiteral("data_dir"), fromStd(s->data_dir));
     folders.setValue(QStringLiteral("cache_dir"), fromStd(s->cache_dir));
-    window_.setActivity(tr("The new folders apply at the next start"));
+    window_.showNotice(tr("The new folders apply at the next start"));
   }
   settings_json_ = fromStd(app::app_settings_to_json(*s));
   chat_->setSnapshotBudget(s->snapshot_budget);

@@ -1,8 +1,11 @@
 #include "ui/ingest_progress.h"
 
+#include <algorithm>
+
 #include <QFileInfo>
 #include <QFontMetrics>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QIcon>
 #include <QLabel>
 #include <QProgressBar>
@@ -41,6 +44,29 @@ IngestProgressPanel::IngestProgressPanel(QWidget* parent) : QFrame(parent) {
   rows_layout_ = new QVBoxLayout(this);
   rows_layout_->setContentsMargins(0, 4, 0, 0);
   rows_layout_->setSpacing(6);
+
+  // "3 earlier notices · Show · Dismiss all", over the rows.
+  fold_ = new QFrame(this);
+  fold_->setObjectName(QStringLiteral("noticeFold"));
+  auto* fl = new QHBoxLayout(fold_);
+  fl->setContentsMargins(4, 0, 0, 0);
+  fl->setSpacing(4);
+  fold_label_ = new QLabel(fold_);
+  fold_label_->setEnabled(false);
+  fl->addWidget(fold_label_, 1);
+  fold_toggle_ = new QToolButton(fold_);
+  fold_toggle_->setObjectName(QStringLiteral("noticeFoldToggle"));
+  fold_toggle_->setAutoRaise(true);
+  connect(fold_toggle_, &QToolButton::clicked, this, [this] { setNoticesUnfolded(!unfolded_); });
+  fl->addWidget(fold_toggle_);
+  auto* dismiss = new QToolButton(fold_);
+  dismiss->setObjectName(QStringLiteral("dismissAllButton"));
+  dismiss->setAutoRaise(true);
+  dismiss->setText(tr("Dismiss all"));
+  connect(dismiss, &QToolButton::clicked, this, &IngestProgressPanel::dismissAllNotices);
+  fl->addWidget(dismiss);
+  rows_layout_->addWidget(fold_);
+  fold_->hide();
   hide();
 }
 
@@ -106,6 +132,7 @@ void IngestProgressPanel::addJob(qint64 id, const QString& path) {
   grid->setColumnStretch(1, 1);
 
   rows_layout_->addWidget(row.frame);
+  row.frame->show();  // now, not from the event loop: rowShown() and the fold count it
   rows_.insert(id, row);
   updateVisibility();
 }
@@ -126,6 +153,7 @@ void IngestProgressPanel::finishJob(qint64 id, Outcome outcome, const QString& m
   if (it == rows_.end()) return;
   Row& row = *it;
   row.running = false;
+  row.finished = next_finished_++;
   row.bar->hide();
   row.icon->setPixmap(outcomeIcon(style(), outcome).pixmap(16, 16));
   row.close->setEnabled(true);
@@ -152,6 +180,38 @@ void IngestProgressPanel::finishJob(qint64 id, Outcome outcome, const QString& m
       action.isEmpty()) {
     QTimer::singleShot(kAddedRowLingerMs, this, [this, id] { removeJob(id); });
   }
+  updateVisibility();
+}
+
+QList<qint64> IngestProgressPanel::finishedRows() const {
+  QList<qint64> ids;
+  for (auto it = rows_.begin(); it != rows_.end(); ++it) {
+    if (!it->running) ids << it.key();
+  }
+  std::sort(ids.begin(), ids.end(),
+            [this](qint64 a, qint64 b) { return rows_[a].finished > rows_[b].finished; });
+  return ids;
+}
+
+bool IngestProgressPanel::rowShown(qint64 id) const {
+  auto it = rows_.find(id);
+  return it != rows_.end() && !it->frame->isHidden();
+}
+
+int IngestProgressPanel::foldedNotices() const {
+  if (unfolded_) return 0;
+  return std::max(0, int(finishedRows().size()) - kShownNotices);
+}
+
+void IngestProgressPanel::setNoticesUnfolded(bool on) {
+  unfolded_ = on;
+  updateVisibility();
+}
+
+void IngestProgressPanel::dismissAllNotices() {
+  for (qint64 id : finishedRows()) removeJob(id);
+  unfolded_ = false;
+  updateVisibility();
 }
 
 void IngestProgressPanel::removeJob(qint64 id) {
@@ -179,6 +239,16 @@ QString IngestProgressPanel::formatEta(qint64 ms) {
   return tr("%1 min %2 s").arg(s / 60).arg(s % 60);
 }
 
-void IngestProgressPanel::updateVisibility() { setVisible(!rows_.isEmpty()); }
+void IngestProgressPanel::updateVisibility() {
+  const QList<qint64> finished = finishedRows();
+  const int older = std::max(0, int(finished.size()) - kShownNotices);
+  for (int i = 0; i < finished.size(); ++i)
+    rows_[finished[i]].frame->setVisible(i < kShownNotices || unfolded_);
+  if (older == 0) unfolded_ = false;
+  fold_->setVisible(older > 0);
+  fold_label_->setText(older == 1 ? tr("1 earlier notice") : tr("%1 earlier notices").arg(older));
+  fold_toggle_->setText(unfolded_ ? tr("Fold") : tr("Show"));
+  setVisible(!rows_.isEmpty());
+}
 
 }  // namespace spw::ui

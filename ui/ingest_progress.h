@@ -1,7 +1,9 @@
 // The ingest list under the library: one row per file being added (name, a progress bar of pages
 // done / total, the time left, Cancel). A finished row either goes away by itself (added without
 // notes) or stays with its message (an error, scanned pages with a "Read with OCR" action) until
-// dismissed. The panel hides itself when it has no rows.
+// dismissed. Notices do not pile up over the library: the newest kShownNotices stay in view, the
+// older fold behind "N earlier notices" (Show / Dismiss all). The panel hides itself when it has
+// no rows.
 #pragma once
 
 #include <QFrame>
@@ -22,6 +24,8 @@ class IngestProgressPanel final : public QFrame {
 
  public:
   enum class Outcome { Added, Warning, Failed, Cancelled };
+  /// Finished rows with a message kept in view; older ones fold.
+  static constexpr int kShownNotices = 2;
 
   explicit IngestProgressPanel(QWidget* parent = nullptr);
 
@@ -42,6 +46,14 @@ class IngestProgressPanel final : public QFrame {
   QString statusText(qint64 id) const;
   /// The row's bar value and maximum (tests); {-1,-1} when there is no row.
   std::pair<int, int> barValue(qint64 id) const;
+  /// Whether a row is on screen (not folded away).
+  bool rowShown(qint64 id) const;
+  /// Finished rows folded behind "N earlier notices" (0 when unfolded or none).
+  int foldedNotices() const;
+  /// Shows (or folds again) the older notices.
+  void setNoticesUnfolded(bool on);
+  /// Dismisses every finished row (running ones stay).
+  void dismissAllNotices();
 
   /// "1 min 20 s", "8 s".
   static QString formatEta(qint64 ms);
@@ -59,11 +71,19 @@ class IngestProgressPanel final : public QFrame {
     QToolButton* close = nullptr;
     QPushButton* action = nullptr;
     bool running = true;
+    int finished = 0;  // the order rows finished in (0: running)
   };
   void updateVisibility();
+  /// Finished rows, newest first.
+  QList<qint64> finishedRows() const;
 
   QVBoxLayout* rows_layout_ = nullptr;
   QHash<qint64, Row> rows_;
+  int next_finished_ = 1;
+  bool unfolded_ = false;
+  QFrame* fold_ = nullptr;
+  QLabel* fold_label_ = nullptr;
+  QToolButton* fold_toggle_ = nullptr;
 };
 
 }  // namespace spw::ui

@@ -2,6 +2,8 @@
 // the page with the words highlighted, the bundled sample on first start (and never again once
 // removed), scanned pages offering OCR, and the ingest rows.
 #include <gtest/gtest.h>
+#include <QFrame>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -420,6 +422,51 @@ TEST(IngestProgressPanel, RowsShowPagesAndTimeLeftAndCancel) {
   EXPECT_TRUE(panel.isHidden());
   EXPECT_EQ(IngestProgressPanel::formatEta(400), QStringLiteral("1 s"));
   EXPECT_EQ(IngestProgressPanel::formatEta(125'000), QStringLiteral("2 min 5 s"));
+}
+
+// Notices do not pile up over the library: with five files finished with notes, the newest
+// two rows are in view and the other three fold behind "3 earlier notices"; Show unfolds them,
+// Dismiss all removes the finished rows and leaves the running one.
+TEST(IngestProgressPanel, OlderNoticesFoldAndDismissAllClearsThem) {
+  IngestProgressPanel panel;
+  panel.resize(300, 600);
+  panel.show();
+  for (qint64 id = 1; id <= 6; ++id) panel.addJob(id, QStringLiteral("/tmp/scan-%1.pdf").arg(id));
+  for (qint64 id = 1; id <= 5; ++id) {
+    panel.finishJob(id, IngestProgressPanel::Outcome::Warning,
+                    QStringLiteral("%1 page(s) are scanned images without text.").arg(id));
+  }
+  EXPECT_EQ(panel.rowCount(), 6);
+  EXPECT_EQ(panel.foldedNotices(), 3);
+  EXPECT_TRUE(panel.rowShown(6)) << "a running row is always in view";
+  EXPECT_TRUE(panel.rowShown(5));
+  EXPECT_TRUE(panel.rowShown(4));
+  for (qint64 id : {1, 2, 3}) EXPECT_FALSE(panel.rowShown(id)) << id;
+  auto* fold = panel.findChild<QFrame*>(QStringLiteral("noticeFold"));
+  ASSERT_NE(fold, nullptr);
+  EXPECT_TRUE(fold->isVisible());
+  EXPECT_TRUE(fold->findChild<QLabel*>()->text() == QStringLiteral("3 earlier notices"));
+
+  auto* toggle = panel.findChild<QToolButton*>(QStringLiteral("noticeFoldToggle"));
+  ASSERT_NE(toggle, nullptr);
+  toggle->click();
+  EXPECT_EQ(panel.foldedNotices(), 0);
+  for (qint64 id = 1; id <= 6; ++id) EXPECT_TRUE(panel.rowShown(id)) << id;
+  toggle->click();
+  EXPECT_EQ(panel.foldedNotices(), 3);
+
+  // A newer notice pushes one more behind the fold.
+  panel.finishJob(6, IngestProgressPanel::Outcome::Failed, QStringLiteral("cannot open PDF"));
+  EXPECT_EQ(panel.foldedNotices(), 4);
+  EXPECT_TRUE(panel.rowShown(6));
+  EXPECT_FALSE(panel.rowShown(4));
+
+  panel.addJob(7, QStringLiteral("/tmp/running.pdf"));
+  panel.findChild<QToolButton*>(QStringLiteral("dismissAllButton"))->click();
+  EXPECT_EQ(panel.rowCount(), 1);
+  EXPECT_TRUE(panel.hasRow(7));
+  EXPECT_FALSE(fold->isVisible());
+  EXPECT_FALSE(panel.isHidden());
 }
 
 }  // namespace

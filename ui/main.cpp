@@ -7,7 +7,8 @@
 // ended with nothing to show) and the delay has passed, then exits (headless checks:
 // QT_QPA_PLATFORM=offscreen or xvfb-run). --ask puts a question to the first document once its
 // page is shown; with --screenshot the screenshot then waits for the answer. --window-size sets
-// the window's size for this run (the saved layout's size otherwise); --theme overrides the
+// the window's size for this run (the saved layout's size otherwise, made to fit the screen; a
+// screenshot without it is 1280x800 whatever the screen); --theme overrides the
 // theme of Settings for this run (not stored). A second launch on the same library (data
 // folder) hands its files to the running window, which comes forward, and exits (0).
 #include <cstdio>
@@ -229,7 +230,11 @@ int main(int argc, char** argv) {
       // The sample contract comes with a first start that brings no documents of its own.
       .add_sample = files.isEmpty(),
   });
-  if (window_size) window.resize(*window_size);
+  if (window_size) {
+    window.resize(*window_size);
+  } else if (screenshot) {
+    window.resize(spw::ui::MainWindow::kDefaultWidth, spw::ui::MainWindow::kDefaultHeight);
+  }
   window.show();
   QObject::connect(&instance, &spw::ui::SingleInstance::activated, &window,
                    [&window](const QStringList& more) {

@@ -18,6 +18,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QResizeEvent>
+#include <QScreen>
 #include <QStatusBar>
 #include <QStyle>
 #include <QTimer>
@@ -26,6 +27,7 @@
 
 #include "app/store/library.h"
 #include "app/worker/ingest_worker.h"
+#include "ui/activity_label.h"
 #include "ui/icons.h"
 #include "ui/ingest_progress.h"
 #include "ui/library_panel.h"
@@ -174,8 +176,7 @@ MainWindow::MainWindow(const MainWindowParams& params, QWidget* parent)
   buildDocks();
   buildMenus();
 
-  activity_label_ = new QLabel(this);
-  activity_label_->setObjectName(QStringLiteral("activityStatus"));
+  activity_label_ = new ActivityLabel(this);
   model_label_ = new QLabel(this);
   model_label_->setObjectName(QStringLiteral("modelStatus"));
   backend_label_ = new QLabel(this);
@@ -187,7 +188,7 @@ MainWindow::MainWindow(const MainWindowParams& params, QWidget* parent)
     line->setFrameShadow(QFrame::Sunken);
     return line;
   };
-  for (QLabel* l : {activity_label_, model_label_, backend_label_})
+  for (QLabel* l : {static_cast<QLabel*>(activity_label_), model_label_, backend_label_})
     l->setContentsMargins(6, 0, 6, 0);
   statusBar()->addPermanentWidget(separator());
   statusBar()->addPermanentWidget(model_label_);
@@ -316,15 +317,35 @@ void MainWindow::resizeEvent(QResizeEvent* event) {
 
 void MainWindow::restoreLayout() {
   resize(kDefaultWidth, kDefaultHeight);
-  if (!lib_ || !params_.restore_layout) return;
-  auto geometry = lib_->setting(kGeometryKey);
-  auto state = lib_->setting(kStateKey);
-  if (geometry && *geometry) {
-    restoreGeometry(QByteArray::fromBase64(QByteArray::fromStdString(**geometry)));
+  if (lib_ && params_.restore_layout) {
+    auto geometry = lib_->setting(kGeometryKey);
+    auto state = lib_->setting(kStateKey);
+    if (geometry && *geometry) {
+      restoreGeometry(QByteArray::fromBase64(QByteArray::fromStdString(**geometry)));
+    }
+    if (state && *state) {
+      docks_follow_size_ =
+          !restoreState(QByteArray::fromBase64(QByteArray::fromStdString(**state)));
+    }
   }
-  if (state && *state) {
-    docks_follow_size_ = !restoreState(QByteArray::fromBase64(QByteArray::fromStdString(**state)));
-  }
+  fitToScreen();
+}
+
+void MainWindow::fitToScreen() {
+  // A screen smaller than the window (a laptop at 2x scaling: 1920x1080 is 960x540 logical, or
+  // a layout saved on a bigger monitor): the window takes the screen's free area less a margin
+  // for the window frame, and is placed inside it.
+  const QScreen* s = screen();
+  if (!s || isMaximized() || isFullScreen()) return;
+  const QRect avail = s->availableGeometry();
+  const QSize room(std::max(1, avail.width() - kScreenMargin),
+                   std::max(1, avail.height() - kScreenMargin));
+  if (width() <= room.width() && height() <= room.height() && avail.contains(frameGeometry()))
+    return;
+  resize(size().boundedTo(room).expandedTo(minimumSizeHint().boundedTo(room)));
+  QRect frame = frameGeometry();
+  frame.moveCenter(avail.center());
+  move(std::max(avail.left(), frame.left()), std::max(avail.top(), frame.top()));
 }
 
 void MainWindow::saveLayout() {
@@ -354,12 +375,13 @@ void MainWindow::setModelStatus(const QString& text) {
   model_label_->setToolTip(params_.model_path.isEmpty() ? text : params_.model_path);
   model_label_->setProperty("fullText", text);
 }
-void MainWindow::setActivity(const QString& text) { activity_label_->setText(text); }
+void MainWindow::setActivity(const QString& text) { activity_label_->setState(text); }
+void MainWindow::showNotice(const QString& text) { activity_label_->showNotice(text); }
 QString MainWindow::backendStatus() const {
   return backend_label_->property("fullText").toString();
 }
 QString MainWindow::modelStatus() const { return model_label_->property("fullText").toString(); }
-QString MainWindow::activity() const { return activity_label_->text(); }
+QString MainWindow::activity() const { return activity_label_->shownText(); }
 
 void MainWindow::setTokenCounts(const QHash<qint64, qint64>& counts) {
   library_panel_->setTokenCounts(counts);
@@ -405,7 +427,7 @@ void MainWindow::addSample() {
   if (!docs || !docs->empty()) return;  // only into an empty library
   QFile source(params_.sample_pdf);
   if (params_.sample_pdf.isEmpty() || !source.exists()) {
-    setActivity(tr("The sample document is not built into this copy of Spillway."));
+    showNotice(tr("The sample document is not built into this copy of Spillway."));
     return;
   }
   const QString dir = QDir(params_.data_dir).filePath(QStringLiteral("sample"));
@@ -413,7 +435,7 @@ void MainWindow::addSample() {
   if (!QFileInfo::exists(target)) {
     QDir().mkpath(dir);
     if (!source.copy(target)) {
-      setActivity(tr("Could not write the sample document to %1").arg(target));
+      showNotice(tr("Could not write the sample document to %1").arg(target));
       return;
     }
     QFile::setPermissions(
@@ -554,7 +576,7 @@ void MainWindow::ocrDocument(qint64 doc_id) {
   if (!lib_) return;
   auto doc = lib_->document(doc_id);
   if (!doc) {
-    setActivity(fromStd(doc.error().message));
+    showNotice(fromStd(doc.error().message));
     return;
   }
   if (!app::IngestQueue::ocrAvailable()) {
@@ -577,7 +599,7 @@ void MainWindow::ocrDocument(qint64 doc_id) {
 void MainWindow::renameDocument(qint64 doc_id, const QString& name) {
   if (!lib_) return;
   if (Status st = lib_->rename_document(doc_id, name.toStdString()); !st) {
-    setActivity(tr("Not renamed: %1").arg(fromStd(st.error().message)));
+    showNotice(tr("Not renamed: %1").arg(fromStd(st.error().message)));
     return;
   }
   library_panel_->reload();
@@ -617,7 +639,7 @@ void MainWindow::showPage(qint64 doc_id, int page_no, const QString& highlight) 
   if (!lib_) return;
   auto doc = lib_->document(doc_id);
   if (!doc) {
-    setActivity(fromStd(doc.error().message));
+    showNotice(fromStd(doc.error().message));
     return;
   }
   PageViewer::DocumentInfo info;

@@ -32,6 +32,7 @@ class Library;
 
 namespace spw::ui {
 
+class ActivityLabel;
 class LibraryPanel;
 class PageViewer;
 
@@ -55,6 +56,8 @@ class MainWindow final : public QMainWindow {
  public:
   static constexpr int kDefaultWidth = 1280;
   static constexpr int kDefaultHeight = 800;
+  /// Pixels of the screen's free area left around a window made to fit it (the frame's).
+  static constexpr int kScreenMargin = 40;
   /// The docks' starting sizes for a window of `size`: the library and chat widths (320 and 380
   /// in the 1280-px layout, each 2 px narrower per 5 px of a narrower window, at least 150 and
   /// 190, so the page keeps about half the width) and the bottom docks' height (a quarter).
@@ -99,8 +102,13 @@ class MainWindow final : public QMainWindow {
   void setModelStatus(const QString& text);
   /// What is happening now ("Adding 2 files…", "Ready").
   void setActivity(const QString& text);
+  /// A notice over the activity for a while (ActivityLabel): a document that could not be
+  /// opened, a name refused. It clears itself; the same one again is counted.
+  void showNotice(const QString& text);
+  ActivityLabel* activityLabel() const { return activity_label_; }
   QString backendStatus() const;
   QString modelStatus() const;
+  /// The status bar's first field as shown: a notice, else the activity.
   QString activity() const;
 
   // --- documents --------------------------------------------------------------------------
@@ -169,6 +177,8 @@ class MainWindow final : public QMainWindow {
   void buildMenus();
   void buildDocks();
   void restoreLayout();
+  /// Makes the window fit the screen's available area (smaller and moved in when it does not).
+  void fitToScreen();
   void startup();
   void addSample();
   qint64 enqueue(const QString& path, const QString& password, bool ocr, qint64 replace_doc_id,
@@ -188,7 +198,7 @@ class MainWindow final : public QMainWindow {
   QDockWidget* chat_dock_ = nullptr;
   QDockWidget* memory_dock_ = nullptr;
   QDockWidget* jobs_dock_ = nullptr;
-  QLabel* activity_label_ = nullptr;
+  ActivityLabel* activity_label_ = nullptr;
   QLabel* model_label_ = nullptr;
   QLabel* backend_label_ = nullptr;
   PasswordProvider password_provider_;

@@ -6,9 +6,12 @@
 #include <QDockWidget>
 #include <QDropEvent>
 #include <QFile>
+#include <QGuiApplication>
 #include <QLabel>
 #include <QMimeData>
+#include <QProcess>
 #include <QPushButton>
+#include <QScreen>
 #include <QSet>
 #include <QSignalSpy>
 #include <QTest>
@@ -22,6 +25,7 @@
 #include "app/store/library.h"
 #include "app/store/test_temp_dir.h"
 #include "tests/support/pdf_builder.h"
+#include "ui/activity_label.h"
 #include "ui/ingest_progress.h"
 #include "ui/library_panel.h"
 #include "ui/main_window.h"
@@ -165,6 +169,88 @@ TEST(MainWindowShell, MemoryAndJobsSideBySideAndThePageGetsMostOfTheHeight) {
   const int viewer_h = w.pageViewer()->height();
   EXPECT_GE(viewer_h, w.height() / 2) << "viewer " << viewer_h << " of " << w.height();
   EXPECT_LE(mem.height(), w.height() / 3) << "bottom docks " << mem.height();
+}
+
+// Notices in the status bar (a document that cannot be opened, a refused name) show over the
+// activity for a while and clear by themselves; the same one again is counted, not stacked.
+TEST(MainWindowShell, StatusBarNoticesAreCountedAndClear) {
+  TempDir dir("spillway-ui");
+  MainWindow w(paramsFor(dir));
+  w.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return w.activity() == QStringLiteral("Ready"); }, 10000));
+  w.showPage(999, 1);  // no such document
+  EXPECT_EQ(w.activity(), QStringLiteral("no document with id 999"));
+  w.showPage(999, 1);
+  w.showPage(999, 2);
+  EXPECT_EQ(w.activity(), QStringLiteral("no document with id 999 (×3)"));
+  // The activity goes on underneath and shows again when the notice clears.
+  w.setActivity(QStringLiteral("Adding 1 document…"));
+  EXPECT_EQ(w.activity(), QStringLiteral("no document with id 999 (×3)"));
+  w.showNotice(QStringLiteral("Not renamed: too long"));
+  EXPECT_EQ(w.activity(), QStringLiteral("Not renamed: too long"));
+  w.activityLabel()->setNoticeTimeout(30);
+  w.showNotice(QStringLiteral("Not renamed: too long"));
+  ASSERT_TRUE(
+      QTest::qWaitFor([&] { return w.activity() == QStringLiteral("Adding 1 document…"); }, 5000));
+  EXPECT_TRUE(w.activityLabel()->notice().isEmpty());
+}
+
+// With 2x scaling a full-HD screen is 960x540 logical: the window (1280x800 by default, or a
+// bigger saved layout) is made to fit it. QT_SCALE_FACTOR must be set before the application
+// starts, so the checks run in a child process of this test binary on an offscreen 1920x1080
+// screen.
+TEST(MainWindowShell, At2xScalingTheWindowFitsAFullHdScreen) {
+  if (qEnvironmentVariableIsSet("SPILLWAY_TEST_SCALED_CHILD")) {
+    const QScreen* screen = QGuiApplication::primaryScreen();
+    ASSERT_NE(screen, nullptr);
+    ASSERT_EQ(screen->devicePixelRatio(), 2.0);
+    const QRect avail = screen->availableGeometry();
+    ASSERT_EQ(avail.size(), QSize(960, 540));
+    TempDir dir("spillway-ui-2x");
+    {
+      MainWindowParams p = paramsFor(dir);
+      MainWindow w(p);
+      w.show();
+      ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+      EXPECT_TRUE(avail.contains(w.frameGeometry()))
+          << w.frameGeometry().width() << "x" << w.frameGeometry().height() << "+"
+          << w.frameGeometry().x() << "+" << w.frameGeometry().y();
+      EXPECT_LE(w.minimumSizeHint().width(), avail.width());
+      EXPECT_LE(w.minimumSizeHint().height(), avail.height());
+      // A layout saved on a bigger monitor.
+      w.resize(1600, 1000);
+      w.move(300, 200);
+      w.saveLayout();
+    }
+    MainWindow again(paramsFor(dir));
+    again.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&again));
+    EXPECT_TRUE(avail.contains(again.frameGeometry()))
+        << again.frameGeometry().width() << "x" << again.frameGeometry().height() << "+"
+        << again.frameGeometry().x() << "+" << again.frameGeometry().y();
+    return;
+  }
+  TempDir tmp("spillway-ui-2x-screen");
+  const fs::path config = tmp / "screen.json";
+  test::write_file(config,
+                   R"({"screens": [{"name": "FullHD", "x": 0, "y": 0, "width": 1920, )"
+                   R"("height": 1080, "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]})");
+  QProcess child;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert(QStringLiteral("SPILLWAY_TEST_SCALED_CHILD"), QStringLiteral("1"));
+  env.insert(QStringLiteral("QT_SCALE_FACTOR"), QStringLiteral("2"));
+  env.insert(QStringLiteral("QT_QPA_PLATFORM"),
+             QStringLiteral("offscreen:configfile=") + QString::fromStdString(config.string()));
+  child.setProcessEnvironment(env);
+  child.setProcessChannelMode(QProcess::MergedChannels);
+  child.start(
+      QCoreApplication::applicationFilePath(),
+      {QStringLiteral("--gtest_filter=MainWindowShell.At2xScalingTheWindowFitsAFullHdScreen")});
+  ASSERT_TRUE(child.waitForFinished(120'000));
+  const QString out = QString::fromUtf8(child.readAll());
+  EXPECT_EQ(child.exitCode(), 0) << out.toStdString();
+  EXPECT_TRUE(out.contains(QStringLiteral("[  PASSED  ] 1 test"))) << out.toStdString();
 }
 
 TEST(MainWindowShell, GeometryAndDocksRoundTripThroughTheLibrary) {
