@@ -177,13 +177,18 @@ bool ChatPanel::setLibraryFile(const QString& db_file, QString* error) {
 
 void ChatPanel::setDocuments(const QList<qint64>& doc_ids) {
   doc_ids_ = doc_ids;
-  refreshTitles();
+  updateTitles();
   plan_box_->hide();
   reload();
   updateControls();
 }
 
 void ChatPanel::refreshTitles() {
+  updateTitles();
+  render();  // the help line names the document
+}
+
+void ChatPanel::updateTitles() {
   doc_titles_.clear();
   for (qint64 id : doc_ids_) {
     QString title = tr("document %1").arg(id);
@@ -580,12 +585,14 @@ void ChatPanel::updateControls() {
   input_->setEnabled(lib_ != nullptr || worker_ != nullptr);
   stop_->setEnabled(busy_);
   esc_->setEnabled(busy_);
-  if (!model_)
-    input_->setPlaceholderText(tr("No model: Settings › Model"));
-  else if (doc_ids_.isEmpty())
-    input_->setPlaceholderText(tr("Select a document in the library"));
-  else
-    input_->setPlaceholderText(tr("Ask about the document…"));
+  const QString hint = !model_              ? tr("No model: Settings › Model")
+                       : doc_ids_.isEmpty() ? tr("Select a document in the library")
+                                            : tr("Ask about the document…");
+  if (hint != input_->placeholderText()) {
+    input_->setPlaceholderText(hint);
+    // Qt repaints a shown placeholder only when it appears or goes, not when its text changes.
+    input_->viewport()->update();
+  }
 }
 
 QString ChatPanel::helpHtml() const {

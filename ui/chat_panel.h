@@ -167,6 +167,7 @@ class ChatPanel final : public QWidget {
   void choosePlan(bool map_reduce);
 
   void reload();
+  void updateTitles();
   void render();
   QString lastQuestionBefore(int entry) const;
   QString entryHtml(int index, const Entry& e) const;

@@ -116,8 +116,12 @@ TEST_F(ChatTest, AQuestionStreamsTokensIntoTheViewAndIsStored) {
   app::EngineWorker w(params());
   ChatPanel p;
   p.setMaxAnswerTokens(24);
+  EXPECT_EQ(p.input()->placeholderText(), QStringLiteral("No model: Settings › Model"));
   setUpPanel(p, &w, doc_id);
   load(w, 2048);
+  // The question box says what it is for once the model is in.
+  EXPECT_TRUE(p.askButton()->isEnabled());
+  EXPECT_EQ(p.input()->placeholderText(), QStringLiteral("Ask about the document…"));
   DashboardDock dash;
   QObject::connect(&w, &app::EngineWorker::telemetry, &dash, &DashboardDock::addSample);
 

@@ -271,7 +271,12 @@ LibraryPanel::LibraryPanel(app::Library* lib, QWidget* parent) : QWidget(parent)
   docs_->setUniformRowHeights(true);
   docs_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   auto* delegate = new DocumentDelegate(docs_);
-  delegate->renamed = [this](qint64 id, const QString& name) { emit renameRequested(id, name); };
+  // From the event loop: the window reloads the list, which must not delete the editor while
+  // the view is still closing it.
+  delegate->renamed = [this](qint64 id, const QString& name) {
+    QMetaObject::invokeMethod(
+        this, [this, id, name] { emit renameRequested(id, name); }, Qt::QueuedConnection);
+  };
   docs_->setItemDelegateForColumn(0, delegate);
   docs_->setEditTriggers(QAbstractItemView::EditKeyPressed);  // F2 (and the context menu)
   docs_->setContextMenuPolicy(Qt::CustomContextMenu);

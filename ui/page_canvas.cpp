@@ -14,6 +14,23 @@ namespace {
 const QColor kHighlight(255, 214, 0, 110);  // translucent yellow
 const QColor kHighlightEdge(230, 160, 0, 200);
 
+// A word as it is copied: the Latin ligature characters a PDF's text layer often has (U+FB00
+// "ﬀ" .. U+FB06 "ﬆ") as their letters, so "Eﬀective" pastes as "Effective".
+QString plainLetters(const QString& word) {
+  static const char* const kLigatures[] = {"ff", "fi", "fl", "ffi", "ffl", "st", "st"};
+  QString out;
+  out.reserve(word.size());
+  for (const QChar c : word) {
+    const char16_t u = c.unicode();
+    if (u >= 0xFB00 && u <= 0xFB06) {
+      out += QLatin1String(kLigatures[u - 0xFB00]);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 double distanceTo(const QRectF& r, const QPointF& p) {
   const double dx = std::max({r.left() - p.x(), 0.0, p.x() - r.right()});
   const double dy = std::max({r.top() - p.y(), 0.0, p.y() - r.bottom()});
@@ -85,7 +102,7 @@ QString PageCanvas::selectedText() const {
   QString out;
   for (int i = sel_first_; i <= sel_last_; ++i) {
     const Word& w = words_[i];
-    out += w.text;
+    out += plainLetters(w.text);
     if (i == sel_last_) break;
     if (w.line_end) {
       out += QLatin1Char('\n');

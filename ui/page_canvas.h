@@ -5,7 +5,8 @@
 // Selecting: press on a word and drag to another; every word between them in reading order
 // (poppler's text boxes, as the page's text list orders them) is selected and drawn in the
 // palette's highlight colour. selectedText() joins the selected words as the page has them: a
-// space where poppler saw one, a line break between lines. The words are asked for on the first
+// space where poppler saw one, a line break between lines; ligature characters ("ﬁ") are given
+// as their letters. The words are asked for on the first
 // press (WordsProvider), not at every page change.
 #pragma once
 

@@ -28,15 +28,18 @@ namespace {
 namespace fs = std::filesystem;
 using app::testing::TempDir;
 
-// `n_pages` pages, each with two lines: "Page <i> alpha bravo charlie" / "delta echo foxtrot".
+// `n_pages` pages, each with two lines: "Page <i> alpha bravo charlie" / "delta echo foxtrot";
+// page 2 has a third, "Signed at the oﬃce." (the ligature character U+FB03, as text layers have).
 fs::path writePdf(const fs::path& file, int n_pages, const std::string& title) {
   test::PdfDoc doc;
   doc.title = title;
+  doc.custom_map = {{'#', U'\uFB03'}};
   for (int i = 0; i < n_pages; ++i) {
     test::PdfPage page;
     page.runs = test::column(
         {"Page " + std::to_string(i + 1) + " alpha bravo charlie", "delta echo foxtrot"}, 72, 720,
         12, 16);
+    if (i == 1) page.runs.push_back(test::PdfTextRun{72, 688, 12, "Signed at the o#ce.", 1, 0});
     doc.pages.push_back(std::move(page));
   }
   test::write_file(file, test::build_pdf(doc));
@@ -229,7 +232,9 @@ TEST(PageViewerReading, DraggingOverThePageSelectsItsTextAndCtrlCCopiesIt) {
   ASSERT_TRUE(waitForPage(v, 2));
   EXPECT_TRUE(v->selectedText().isEmpty());
   canvas->selectAll();
-  EXPECT_EQ(v->selectedText(), QStringLiteral("Page 2 alpha bravo charlie\ndelta echo foxtrot"));
+  EXPECT_EQ(
+      v->selectedText(),
+      QStringLiteral("Page 2 alpha bravo charlie\ndelta echo foxtrot\nSigned at the office."));
 }
 
 }  // namespace
