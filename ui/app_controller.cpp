@@ -94,6 +94,7 @@ AppController::AppController(MainWindow& window, const AppControllerParams& para
 
   connect(&window_, &MainWindow::documentSelectionChanged, chat_, &ChatPanel::setDocuments);
   connect(chat_, &ChatPanel::citationActivated, &window_, &MainWindow::showPage);
+  connect(jobs_, &JobsDock::citationActivated, &window_, &MainWindow::showPage);
   connect(chat_, &ChatPanel::activityChanged, &window_, &MainWindow::setActivity);
   connect(&window_, &MainWindow::settingsRequested, this, &AppController::openSettings);
   connect(worker_, &app::EngineWorker::modelLoaded, this, [this](const app::ModelLoadedInfo& i) {

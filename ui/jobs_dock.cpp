@@ -27,6 +27,7 @@
 #include "app/store/library.h"
 #include "ui/job_documents.h"
 #include "ui/new_batch_dialog.h"
+#include "ui/result_links.h"
 
 namespace spw::ui {
 namespace {
@@ -471,7 +472,15 @@ QDialog* JobsDock::openResult(qint64 job_id) {
   auto* view = new QTextBrowser;
   view->setObjectName(QStringLiteral("jobResultText"));
   view->setOpenExternalLinks(false);
-  view->setMarkdown(qs(app::export_markdown(*job, *docs, *results)));
+  view->setOpenLinks(false);
+  // Each citation opens its page with the quote highlighted, as in the chat.
+  view->setMarkdown(linkCitations(app::export_markdown(*job, *docs, *results)));
+  connect(view, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    qint64 doc = 0;
+    int page = 0;
+    QString quote;
+    if (parsePageLink(url, &doc, &page, &quote)) emit citationActivated(doc, page, quote);
+  });
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
   connect(buttons, &QDialogButtonBox::rejected, dlg, &QDialog::close);
   auto* layout = new QVBoxLayout(dlg);

@@ -104,6 +104,9 @@ class JobsDock final : public QDockWidget {
   /// job ends): the app controller hands it to the engine worker's telemetry stream, which
   /// feeds the dashboard as chat runs do.
   void runSample(const spw::app::TelemetrySample& sample);
+  /// A citation in a job's result window was clicked: show page `page_no` of `doc_id` with
+  /// `quote` highlighted.
+  void citationActivated(qint64 doc_id, int page_no, const QString& quote);
 
  private:
   struct Impl;

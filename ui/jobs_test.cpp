@@ -3,6 +3,7 @@
 // refusals; and a job run by the dock's runner (a scripted generator, no model) ends "done"
 // with its result shown and exported.
 #include "ui/jobs_dock.h"
+#include "ui/result_links.h"
 
 #include <sqlite3.h>
 
@@ -23,6 +24,8 @@
 #include <QTableWidget>
 #include <QTest>
 #include <QTextBrowser>
+#include <QTextCursor>
+#include <QTextDocument>
 #include <QTimeEdit>
 
 #include "app/jobs/job_store.h"
@@ -231,13 +234,44 @@ class ScriptedGenerator final : public app::Generator {
   app::GenResult run(const app::GenRequest& req) override {
     app::GenResult r;
     r.ok = true;
-    r.text = "Summary of document " + std::to_string(req.doc_id) + ".";
+    r.text = "Summary of document " + std::to_string(req.doc_id) +
+             ". It ends on notice [p. 2] \"The term ends on notice.\"";
     r.prompt_tokens = 100;
     r.generated_tokens = 8;
     r.decode_s = 0.5;
     return r;
   }
 };
+
+// The report's citations as links: under a document's heading every [p. N] with its quote is a
+// link to that page; the quote goes through the URL unchanged, whatever characters it has;
+// lines outside a document's section stay as they are.
+TEST(JobResultLinks, CitationsUnderADocumentHeadingBecomePageLinks) {
+  const QString quote = QStringLiteral("He said “a & b = c + d” #1 (50%) [sic]");
+  qint64 doc = 0;
+  int page = 0;
+  QString back;
+  ASSERT_TRUE(parsePageLink(pageLink(12, 7, quote), &doc, &page, &back));
+  EXPECT_EQ(doc, 12);
+  EXPECT_EQ(page, 7);
+  EXPECT_EQ(back, quote);
+  EXPECT_FALSE(parsePageLink(QUrl(QStringLiteral("https://example.com/3/4")), &doc, &page, &back));
+
+  const std::string md =
+      "# Job 3: Summary of 2 documents\n\n- Task: summary [p. 9]\n\n"
+      "## 1. Lease (document 12)\n\nThe rent is due monthly [p. 3] \"rent is due\".\n\n"
+      "- [p. 3] \"rent is due\" — verified\n\n"
+      "## 2. Other (document 40)\n\nSee [p. 1].\n";
+  const QString linked = linkCitations(md);
+  EXPECT_TRUE(linked.contains(QStringLiteral("- Task: summary [p. 9]\n"))) << linked.toStdString();
+  const QString rent = QStringLiteral("[\\[p. 3\\] \"rent is due\"](") +
+                       pageLink(12, 3, QStringLiteral("rent is due")).toString(QUrl::FullyEncoded) +
+                       QLatin1Char(')');
+  EXPECT_EQ(linked.count(rent), 2) << linked.toStdString();
+  EXPECT_TRUE(linked.contains(QStringLiteral("See [\\[p. 1\\]](") +
+                              pageLink(40, 1, {}).toString(QUrl::FullyEncoded) + QLatin1Char(')')))
+      << linked.toStdString();
+}
 
 TEST(JobsDock, TheDocksRunnerRunsAJobToDoneAndItsResultOpensAndExports) {
   JobsFixture f;
@@ -274,6 +308,25 @@ TEST(JobsDock, TheDocksRunnerRunsAJobToDoneAndItsResultOpensAndExports) {
   auto* view = child<QTextBrowser>(result, "jobResultText");
   EXPECT_TRUE(view->toPlainText().contains(QStringLiteral("Summary of document %1.").arg(f.doc_b)))
       << view->toPlainText().toStdString();
+  // Each citation is a link: clicking the second document's opens its page 2 with the quote.
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(result));
+  QSignalSpy cited(&dock, &JobsDock::citationActivated);
+  QTextCursor at = view->document()->find(QStringLiteral("[p. 2]"));
+  ASSERT_FALSE(at.isNull());
+  at = view->document()->find(QStringLiteral("[p. 2]"), at);  // the second document's answer
+  ASSERT_FALSE(at.isNull());
+  EXPECT_FALSE(at.charFormat().anchorHref().isEmpty()) << "the citation is a link";
+  QTextCursor mid(view->document());
+  mid.setPosition(at.selectionStart() + 2);
+  view->ensureCursorVisible();
+  view->setTextCursor(mid);
+  view->ensureCursorVisible();
+  const QPoint spot = view->cursorRect(mid).center();
+  QTest::mouseClick(view->viewport(), Qt::LeftButton, Qt::NoModifier, spot);
+  ASSERT_EQ(cited.count(), 1);
+  EXPECT_EQ(cited[0][0].toLongLong(), f.doc_b);
+  EXPECT_EQ(cited[0][1].toInt(), 2);
+  EXPECT_EQ(cited[0][2].toString(), QStringLiteral("The term ends on notice."));
   result->close();
 
   const fs::path md = fs::path(f.dir.path()) / "report.md";
