@@ -121,7 +121,7 @@ class TieredAttention {
   // Query-tiled plans: key ranges of this many positions (rounded down to whole blocks, at
   // least one), and the range states of one wave.
   static constexpr int64_t kRangeTokens = 2048;
-  static constexpr int64_t kMaxWaveBytes = int64_t{32} << 20;
+  static constexpr int64_t kMaxWaveBytes = int64_t{8} << 20;
   static constexpr int64_t kMinChunkTokens = 256;
   static constexpr int64_t kMaxBlockPartials = int64_t{1} << 16;
 
