@@ -24,10 +24,11 @@ constexpr std::string_view kUserVersion = "PRAGMA user_version";
 
 constexpr std::string_view kSelectDocuments =
     "SELECT id, title, path, sha256, n_pages, n_chars, encrypted, repaired, n_scanned, n_ocr, "
-    "n_undecodable, no_text, added_at, custom_title FROM documents ORDER BY id";
+    "n_undecodable, no_text, added_at, custom_title, answer_over_parts FROM documents ORDER BY id";
 constexpr std::string_view kSelectDocument =
     "SELECT id, title, path, sha256, n_pages, n_chars, encrypted, repaired, n_scanned, n_ocr, "
-    "n_undecodable, no_text, added_at, custom_title FROM documents WHERE id = ?1";
+    "n_undecodable, no_text, added_at, custom_title, answer_over_parts FROM documents WHERE id = "
+    "?1";
 constexpr std::string_view kSelectDocumentBySha = "SELECT id FROM documents WHERE sha256 = ?1";
 constexpr std::string_view kInsertDocument =
     "INSERT INTO documents (id, title, path, sha256, n_pages, n_chars, encrypted, repaired, "
@@ -36,6 +37,8 @@ constexpr std::string_view kInsertDocument =
     "?10, ?11, ?12)";
 constexpr std::string_view kDeleteDocument = "DELETE FROM documents WHERE id = ?1";
 constexpr std::string_view kRenameDocument = "UPDATE documents SET custom_title = ?2 WHERE id = ?1";
+constexpr std::string_view kSetAnswerOverParts =
+    "UPDATE documents SET answer_over_parts = ?2 WHERE id = ?1";
 constexpr std::string_view kUpdateDocumentCounts =
     "UPDATE documents SET n_pages = ?2, n_chars = ?3, n_scanned = ?4, n_ocr = ?5, "
     "n_undecodable = ?6, no_text = ?7 WHERE id = ?1";
@@ -97,6 +100,7 @@ DocumentRecord read_document(const Stmt& s) {
   d.no_text = s.flag(11);
   d.added_at = s.i64(12);
   d.custom_title = s.text(13);
+  d.answer_over_parts = s.flag(14);
   return d;
 }
 
@@ -531,6 +535,14 @@ Status Library::rename_document(int64_t id, std::string_view name) {
   auto st = Stmt::prepare(db_, kRenameDocument);
   if (!st) return st.error();
   st->bind(1, id).bind(2, stored);
+  return st->run();
+}
+
+Status Library::set_answer_over_parts(int64_t id, bool always) {
+  if (auto d = document(id); !d) return d.error();
+  auto st = Stmt::prepare(db_, kSetAnswerOverParts);
+  if (!st) return st.error();
+  st->bind(1, id).bind(2, always);
   return st->run();
 }
 

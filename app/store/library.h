@@ -57,6 +57,8 @@ struct DocumentRecord {
                              // the document must never be answered from
   int64_t added_at = 0;      // unix seconds
   std::string custom_title;  // the name a user gave it (Library::rename_document); "" : none
+  bool answer_over_parts = false;  // "always answer this document over parts": questions go
+                                   // straight to map-reduce (Library::set_answer_over_parts)
 
   /// The title the document is shown under: the user's name for it, else the PDF's title
   /// cleaned (display_title.h).
@@ -184,6 +186,10 @@ class Library final {
   /// The PDF's own title is kept either way. Errors: "no document with id N", a name longer
   /// than kMaxDocumentName characters (with its length), SQLite's.
   Status rename_document(int64_t id, std::string_view name);
+  /// Remembers whether questions on a document are always answered over parts (map-reduce)
+  /// without the planner's verdict asking first (DocumentRecord::answer_over_parts). Kept when
+  /// its pages are replaced; gone with the document. Errors: "no document with id N", SQLite's.
+  Status set_answer_over_parts(int64_t id, bool always);
 
   /// Full-text search over the normalised page text. The query is taken as words (all must
   /// occur on the page, any order, case- and diacritic-insensitive; FTS syntax is not

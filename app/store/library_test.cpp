@@ -337,6 +337,51 @@ TEST(LibraryStore, RenameKeepsThePdfTitleAndSearchShowsTheName) {
   EXPECT_EQ(missing.error().message, "no document with id " + std::to_string(*id + 9));
 }
 
+// "Always answer this document over parts": one flag per document row, off by default; it
+// survives reopening and re-reading the pages in place, and goes with the removed document.
+TEST(LibraryStore, AnswerOverPartsIsRememberedPerDocumentAndGoesWithIt) {
+  TempDir tmp;
+  const auto file = tmp / "lib.sqlite3";
+  int64_t a = 0, b = 0;
+  {
+    auto lib = open_ok(file);
+    ASSERT_TRUE(lib);
+    auto ida = lib->add_document(doc_with_sha("pa"), {page(1, "a long lease")});
+    auto idb = lib->add_document(doc_with_sha("pb"), {page(1, "another lease")});
+    ASSERT_TRUE(ida.ok() && idb.ok());
+    a = *ida;
+    b = *idb;
+    EXPECT_FALSE(lib->document(a)->answer_over_parts);
+    ASSERT_TRUE(lib->set_answer_over_parts(a, true));
+  }
+  const auto flag = [&](int64_t id) {
+    return query_int(file,
+                     "SELECT answer_over_parts FROM documents WHERE id = " + std::to_string(id));
+  };
+  EXPECT_EQ(flag(a), 1);
+  EXPECT_EQ(flag(b), 0);
+  auto lib = open_ok(file);
+  ASSERT_TRUE(lib);
+  EXPECT_TRUE(lib->document(a)->answer_over_parts);
+  EXPECT_FALSE(lib->document(b)->answer_over_parts);
+  auto all = lib->documents();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_TRUE((*all)[0].answer_over_parts);
+  EXPECT_FALSE((*all)[1].answer_over_parts);
+  ASSERT_TRUE(lib->replace_pages(a, {page(1, "a long lease, read again")}).ok());
+  EXPECT_EQ(flag(a), 1);
+
+  ASSERT_TRUE(lib->set_answer_over_parts(a, false));
+  EXPECT_EQ(flag(a), 0);
+  ASSERT_TRUE(lib->set_answer_over_parts(b, true));
+  ASSERT_TRUE(lib->remove_document(b));
+  EXPECT_EQ(query_int(file, "SELECT count(*) FROM documents WHERE id = " + std::to_string(b)), 0);
+  auto missing = lib->set_answer_over_parts(b, true);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "no document with id " + std::to_string(b));
+}
+
 // Re-reading in place (OCR): the pages and index change, the id, name, chats and the other
 // documents do not; the part answers of the old text go; the counts follow the new pages.
 TEST(LibraryStore, ReplacePagesKeepsTheIdNameAndChats) {
