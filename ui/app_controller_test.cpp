@@ -10,6 +10,7 @@
 #include <string>
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QDockWidget>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -150,45 +151,73 @@ TEST(AppController, SmallWindowsKeepTheirSizeAndTheDocksLeaveRoomForThePage) {
     for (QDockWidget* d : {w.libraryDock(), w.chatDock(), w.dashboardDock(), w.jobsDock()})
       EXPECT_TRUE(w.rect().contains(d->geometry())) << d->objectName().toStdString();
 
-    // The planner's verdict in the chat (a long one, all choices offered) keeps the window's
-    // size: its text scrolls and its buttons wrap in the narrow chat dock.
+    // The planner's verdicts in the chat keep the window's size: their text scrolls and their
+    // buttons wrap in the narrow chat dock. Two long ones offer every choice between them: a
+    // document over the context (Use map-reduce, "Always answer this document over parts") and
+    // one within it whose KV is over the RAM budget (Run anyway). The planner never offers both
+    // (parts only for a prompt over the context, Run anyway only for one within it).
     const qint64 doc = w.pageViewer()->documentId();
     c.chat()->setDocuments({doc});
-    app::PlanSummary plan;
-    plan.doc_id = doc;
-    plan.doc_title = "Master Services Agreement (Spillway sample)";
-    plan.prompt_tokens = 7642;
-    plan.n_ctx = 4096;
-    plan.n_parts = 3;
-    plan.can_run_anyway = true;
-    plan.headline =
-        "This 7,642-token document does not fit in the model's 4,096-token context, nor do its "
-        "KV blocks in the RAM budget. Answering over 3 parts takes about 4 minutes; a longer "
-        "context needs 2.1 GiB more RAM than the budget holds.";
-    plan.problems = {"the prompt is longer than the context", "the KV does not fit the budgets"};
-    app::AskRequest req;
-    req.doc_ids = {doc};
-    req.question = "What is the term of the agreement?";
-    emit c.worker()->planReady(plan, req);
-    QApplication::processEvents();
-    ASSERT_TRUE(c.chat()->planBanner()->isVisible());
-    c.chat()->planBanner()->detailsButton()->click();
-    QApplication::processEvents();
-    EXPECT_EQ(w.size(), size) << "with the verdict shown: minimum " << w.minimumSizeHint().width()
-                              << "x" << w.minimumSizeHint().height() << ", chat min "
-                              << w.chatDock()->minimumSizeHint().width() << "x"
-                              << w.chatDock()->minimumSizeHint().height();
-    EXPECT_LE(w.minimumSizeHint().height(), size.height());
-    EXPECT_LE(w.minimumSizeHint().width(), size.width());
-    EXPECT_TRUE(w.rect().contains(w.chatDock()->geometry()));
-    EXPECT_LE(c.chat()->minimumSizeHint().height(), c.chat()->height());
-    // Every choice is on screen inside the chat dock.
-    for (QWidget* b : {static_cast<QWidget*>(c.chat()->runAnywayButton()),
-                       static_cast<QWidget*>(c.chat()->mapReduceButton())}) {
-      const QRect r(b->mapTo(w.chatDock(), QPoint(0, 0)), b->size());
-      EXPECT_TRUE(w.chatDock()->rect().contains(r))
-          << b->objectName().toStdString() << " at " << r.x() << "," << r.y() << " " << r.width()
-          << "x" << r.height() << " in " << w.chatDock()->width() << "x" << w.chatDock()->height();
+    struct Verdict {
+      const char* name;
+      int64_t prompt_tokens;
+      int n_parts;
+      bool can_run_anyway;
+      const char* headline;
+    };
+    for (const Verdict& v :
+         {Verdict{"over the context", 7642, 3, false,
+                  "This 7,642-token document does not fit in the model's 4,096-token context, "
+                  "nor do its KV blocks in the RAM budget. Answering over 3 parts takes about 4 "
+                  "minutes; a longer context needs 2.1 GiB more RAM than the budget holds."},
+          Verdict{"over the RAM budget", 3900, 0, true,
+                  "This 3,900-token document fits in the model's 4,096-token context, but its KV "
+                  "blocks do not fit in the RAM budget. Running it anyway can work if the "
+                  "machine has the memory; a smaller context or q8_0 KV would fit the budget."}}) {
+      SCOPED_TRACE(v.name);
+      app::PlanSummary plan;
+      plan.doc_id = doc;
+      plan.doc_title = "Master Services Agreement (Spillway sample)";
+      plan.prompt_tokens = v.prompt_tokens;
+      plan.n_ctx = 4096;
+      plan.n_parts = v.n_parts;
+      plan.can_run_anyway = v.can_run_anyway;
+      plan.headline = v.headline;
+      plan.problems = {"the prompt is longer than the context", "the KV does not fit the budgets"};
+      app::AskRequest req;
+      req.doc_ids = {doc};
+      req.question = "What is the term of the agreement?";
+      emit c.worker()->planReady(plan, req);
+      QApplication::processEvents();
+      ASSERT_TRUE(c.chat()->planBanner()->isVisible());
+      c.chat()->planBanner()->detailsButton()->click();
+      QApplication::processEvents();
+      EXPECT_EQ(w.size(), size) << "with the verdict shown: minimum " << w.minimumSizeHint().width()
+                                << "x" << w.minimumSizeHint().height() << ", chat min "
+                                << w.chatDock()->minimumSizeHint().width() << "x"
+                                << w.chatDock()->minimumSizeHint().height();
+      EXPECT_LE(w.minimumSizeHint().height(), size.height());
+      EXPECT_LE(w.minimumSizeHint().width(), size.width());
+      EXPECT_TRUE(w.rect().contains(w.chatDock()->geometry()));
+      EXPECT_LE(c.chat()->minimumSizeHint().height(), c.chat()->height());
+      // Every choice offered is on screen inside the chat dock, the box's text whole (a
+      // shorter form where the sentence does not fit).
+      QCheckBox* always = c.chat()->planBanner()->alwaysOverPartsBox();
+      EXPECT_EQ(always->isVisible(), v.n_parts > 0);
+      EXPECT_EQ(c.chat()->runAnywayButton()->isVisible(), v.can_run_anyway);
+      EXPECT_EQ(c.chat()->mapReduceButton()->isEnabled(), v.n_parts > 0);
+      if (always->isVisible())
+        EXPECT_GE(always->width(), always->sizeHint().width()) << always->text().toStdString();
+      for (QWidget* b :
+           {static_cast<QWidget*>(c.chat()->runAnywayButton()),
+            static_cast<QWidget*>(c.chat()->mapReduceButton()), static_cast<QWidget*>(always)}) {
+        if (!b->isVisible()) continue;
+        const QRect r(b->mapTo(w.chatDock(), QPoint(0, 0)), b->size());
+        EXPECT_TRUE(w.chatDock()->rect().contains(r))
+            << b->objectName().toStdString() << " at " << r.x() << "," << r.y() << " " << r.width()
+            << "x" << r.height() << " in " << w.chatDock()->width() << "x"
+            << w.chatDock()->height();
+      }
     }
   }
 }

@@ -325,6 +325,10 @@ void ChatPanel::askQuestion(const QString& question) {
   req.question = q;
   req.n_predict = n_predict_;
   req.snapshot_budget = snapshot_budget_;
+  // Documents the user chose to always answer over parts skip the verdict's question.
+  req.map_reduce = std::all_of(doc_ids_.begin(), doc_ids_.end(),
+                               [this](qint64 id) { return answersOverParts(id); });
+  parts_by_choice_ = req.map_reduce;
   running_docs_ = doc_ids_;
   plan_box_->hide();
   entries_.push_back(Entry::of(Entry::User, q));
@@ -342,6 +346,8 @@ void ChatPanel::stop() {
 
 void ChatPanel::choosePlan(bool map_reduce) {
   plan_box_->hide();
+  parts_by_choice_ = false;
+  if (map_reduce && plan_box_->alwaysOverParts()) rememberOverParts(pending_doc_, pending_title_);
   if (!worker_) return;
   app::AskRequest req = pending_plan_;
   if (map_reduce)
@@ -376,6 +382,8 @@ void ChatPanel::onPlanReady(const app::PlanSummary& plan, const app::AskRequest&
   const QString text = qs(app::plan_summary_text(plan));
   if (plan.needs_choice() && !request.skip_plan && !request.map_reduce) {
     pending_plan_ = request;
+    pending_doc_ = plan.doc_id;
+    pending_title_ = qs(plan.doc_title);
     // The headline first; the numbers (the summary after it) behind Details.
     const QString headline = qs(plan.headline);
     QString details = text;
@@ -386,6 +394,10 @@ void ChatPanel::onPlanReady(const app::PlanSummary& plan, const app::AskRequest&
                            plan.can_run_anyway);
     return;
   }
+  if (parts_by_choice_ && request.map_reduce && plan.needs_choice())
+    addPartsNote(plan.doc_id, tr("Answering over parts without asking first: you chose to "
+                                 "always answer “%1” over parts.")
+                                  .arg(qs(plan.doc_title)));
   onNote(tr("Memory plan for “%1”: %2").arg(qs(plan.doc_title), qs(app::plan_summary_line(plan))));
 }
 
@@ -486,6 +498,7 @@ bool ChatPanel::continueAnswer(int entry) {
   if (!worker_ || !model_ || busy_ || !continueRequest(entry, &req)) return false;
   const QString stopped = entries_[static_cast<size_t>(entry)].early_stop;
   running_docs_ = req.doc_ids;
+  parts_by_choice_ = false;
   plan_box_->hide();
   entries_.push_back(Entry::of(Entry::User, req.question));
   entries_.push_back(Entry::of(
@@ -564,6 +577,10 @@ void ChatPanel::onAnchorClicked(const QUrl& url) {
   }
   if (url.scheme() == QLatin1String("continue")) {
     continueAnswer(url.path().toInt());
+    return;
+  }
+  if (url.scheme() == QLatin1String("parts-ask")) {  // a parts note's Undo
+    undoAnswerOverParts(url.path().toLongLong());
     return;
   }
   if (url.scheme() != QLatin1String("cite")) return;
@@ -698,8 +715,8 @@ QString ChatPanel::entryHtml(int index, const Entry& e) const {
           .arg(header, body);
     }
     case Entry::Note:
-      return QStringLiteral("<p style=\"color:gray; font-size:small\">%1</p>")
-          .arg(html_text(e.text));
+      return QStringLiteral("<p style=\"color:gray; font-size:small\">%1%2</p>")
+          .arg(html_text(e.text), e.parts_doc > 0 ? partsNoteLink(e.parts_doc) : QString());
     case Entry::Error:
       return QStringLiteral("<p style=\"color:%1\">⚠ %2</p>")
           .arg(QLatin1String(kWarnColor), html_text(e.text));

@@ -13,11 +13,14 @@
 // with each answer's citations.
 //
 // Before a run the worker sends the planner's verdict; when it says the run will not fit, a
-// banner shows it with "Run anyway" / "Use map-reduce" instead of starting and failing.
+// banner shows it with "Run anyway" / "Use map-reduce" instead of starting and failing. Its
+// "Always answer this document over parts" is remembered for the document (Library::
+// set_answer_over_parts): later questions on it are asked over parts at once, without the
+// banner, with a note in the chat saying why and an Undo link.
 // Without a model the chat explains how to get a GGUF file and where Spillway looks for one.
 //
 // GUI thread only. Reads the library through its own connection (setLibraryFile); all writes
-// are the worker's.
+// are the worker's but the answer-over-parts choice (one column of the document's row).
 #pragma once
 
 #include <QList>
@@ -86,6 +89,12 @@ class ChatPanel final : public QWidget {
   qint64 snapshotBudget() const { return snapshot_budget_; }
   /// The chat shown (0: none yet: the first question creates it).
   qint64 chatId() const { return chat_id_; }
+  /// Whether questions on `doc_id` are always answered over parts (the library's
+  /// DocumentRecord::answer_over_parts; false without a library or such a document).
+  bool answersOverParts(qint64 doc_id) const;
+  /// Stores that choice for `doc_id` in the library (what the banner's box with Use map-reduce
+  /// and the note's Undo do). False with `error` set when it cannot be stored.
+  bool setAnswerOverParts(qint64 doc_id, bool always, QString* error = nullptr);
 
   // Parts, for tests and the main window's shortcuts.
   QTextBrowser* view() const { return view_; }
@@ -143,6 +152,7 @@ class ChatPanel final : public QWidget {
     QString early_stop;       // assistant: "stopped after part 2 of 6", "length limit 256 tokens"
     bool map_reduce = false;  // assistant: answered over parts
     QString question;         // assistant: the question it answers
+    qint64 parts_doc = 0;     // note: about this document's answer-over-parts choice (Undo)
     static Entry of(Kind kind, const QString& text) {
       Entry e;
       e.kind = kind;
@@ -165,6 +175,13 @@ class ChatPanel final : public QWidget {
   void onBusyChanged(bool busy);
   void onAnchorClicked(const QUrl& url);
   void choosePlan(bool map_reduce);
+  /// The banner's box was checked with Use map-reduce: store it, say so (or why not).
+  void rememberOverParts(qint64 doc_id, const QString& title);
+  /// A parts note's Undo: questions on `doc_id` get the verdict first again.
+  void undoAnswerOverParts(qint64 doc_id);
+  /// A note about `doc_id`'s answer-over-parts choice, with an Undo link while it holds.
+  void addPartsNote(qint64 doc_id, const QString& text);
+  QString partsNoteLink(qint64 doc_id) const;
 
   void reload();
   void updateTitles();
@@ -187,6 +204,9 @@ class ChatPanel final : public QWidget {
   int streaming_ = -1;            // index of the answer being streamed, -1: none
   QList<qint64> running_docs_;    // documents of the request being answered
   app::AskRequest pending_plan_;  // the request waiting for a plan choice
+  qint64 pending_doc_ = 0;        // the document of the verdict shown
+  QString pending_title_;
+  bool parts_by_choice_ = false;  // the request running was made map-reduce by the user's choice
   bool model_ = false;
   QString model_name_;
   QString model_error_;

@@ -32,6 +32,7 @@
 #include "ui/dashboard_dock.h"
 #include "ui/question_box.h"
 #include "ui/run_progress.h"
+#include "ui/test_chat_links.h"
 
 namespace spw::ui {
 namespace {
@@ -497,25 +498,6 @@ TEST_F(ChatTest, AScannedDocumentsHintSaysWhatToClickNotACliFlag) {
       << text.toStdString();
   EXPECT_FALSE(text.contains(QLatin1String("--ocr"))) << text.toStdString();
   ASSERT_TRUE(QTest::qWaitFor([&] { return !w.isBusy(); }, 60000));
-}
-
-// The link of `href_prefix` in the chat view, clicked as a user would.
-bool clickLink(ChatPanel& p, const QString& href_prefix) {
-  for (QTextBlock b = p.view()->document()->begin(); b.isValid(); b = b.next()) {
-    for (auto it = b.begin(); !it.atEnd(); ++it) {
-      const QTextFragment f = it.fragment();
-      if (!f.charFormat().isAnchor() || !f.charFormat().anchorHref().startsWith(href_prefix))
-        continue;
-      QTextCursor c(p.view()->document());
-      c.setPosition(f.position() + 1);
-      p.view()->setTextCursor(c);
-      p.view()->ensureCursorVisible();
-      QTest::mouseClick(p.view()->viewport(), Qt::LeftButton, Qt::NoModifier,
-                        p.view()->cursorRect(c).center());
-      return true;
-    }
-  }
-  return false;
 }
 
 TEST_F(ChatTest, AStoppedMapReduceAnswerShowsItsPartsAndContinueResumesAtTheNextPart) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLayout>
@@ -177,10 +178,26 @@ PlanBanner::PlanBanner(QWidget* parent) : QFrame(parent) {
     details_->setVisible(on);
     details_toggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
   });
+  // The whole sentence where a row holds it; in a narrower banner a shorter form that shares a
+  // row with Use map-reduce (a check box's text does not wrap, and another row of buttons would
+  // make the chat taller than a small window's dock). Its minimum width is the shortest form's.
+  always_parts_ = new QCheckBox(buttons);
+  for (const QString& text :
+       {tr("Always answer this document over parts"), tr("Always over parts"), tr("Always")}) {
+    always_parts_->setText(text);
+    always_forms_.push_back({text, always_parts_->sizeHint().width()});
+  }
+  always_parts_->setMinimumWidth(always_forms_.back().width);
+  always_parts_->setText(always_forms_.front().text);
+  always_parts_->setObjectName(QStringLiteral("planAlwaysParts"));
+  always_parts_->setToolTip(
+      tr("Always answer this document over parts: with Use map-reduce, later questions on it "
+         "are answered over parts without this verdict first (the chat's note has an Undo)"));
   run_anyway_ = narrowButton(tr("Run anyway"), buttons);
   map_reduce_ = narrowButton(tr("Use map-reduce"), buttons);
+  // The box next to the button it goes with (it wraps onto a row of its own when narrow).
   for (QWidget* w : {static_cast<QWidget*>(details_toggle_), static_cast<QWidget*>(run_anyway_),
-                     static_cast<QWidget*>(map_reduce_)})
+                     static_cast<QWidget*>(always_parts_), static_cast<QWidget*>(map_reduce_)})
     row->addWidget(w);
   layout->addWidget(buttons);
   connect(run_anyway_, &QPushButton::clicked, this, &PlanBanner::runAnyway);
@@ -199,6 +216,8 @@ void PlanBanner::showVerdict(const QString& doc_title, const QString& headline,
   details_toggle_->setChecked(false);
   details_toggle_->setVisible(!details.isEmpty());
   map_reduce_->setEnabled(can_split);
+  always_parts_->setChecked(false);
+  always_parts_->setVisible(can_split);
   run_anyway_->setVisible(can_run_anyway);  // only a run that can work
   scroll_->verticalScrollBar()->setValue(0);
   show();
@@ -213,6 +232,20 @@ void PlanBanner::resizeEvent(QResizeEvent* event) {
 void PlanBanner::updateButtonRows() {
   const QMargins m = layout()->contentsMargins();
   const int width = contentsRect().width() - m.left() - m.right();
+  // The sentence on a row of its own, else the longest form beside Use map-reduce.
+  const int beside = width - rows_->spacing() - map_reduce_->sizeHint().width();
+  const QString* text = &always_forms_.back().text;
+  if (always_forms_[0].width <= width) {
+    text = &always_forms_[0].text;
+  } else {
+    for (size_t i = 1; i < always_forms_.size(); ++i) {
+      if (always_forms_[i].width <= beside) {
+        text = &always_forms_[i].text;
+        break;
+      }
+    }
+  }
+  if (always_parts_->text() != *text) always_parts_->setText(*text);
   const int h = static_cast<WrapLayout*>(rows_)->rowsHeight(width);
   if (h > 0 && h != buttons_->minimumHeight()) buttons_->setMinimumHeight(h);
 }
@@ -223,6 +256,10 @@ QString PlanBanner::headlineText() const {
 
 QString PlanBanner::detailsText() const {
   return QTextDocumentFragment::fromHtml(details_->text()).toPlainText();
+}
+
+bool PlanBanner::alwaysOverParts() const {
+  return !always_parts_->isHidden() && always_parts_->isChecked();
 }
 
 bool PlanBanner::detailsShown() const { return details_->isVisible(); }

@@ -1,7 +1,9 @@
 // The planner's verdict over the chat's question box when a question will not fit as it is: the
 // plain-language headline first ("This 73,000-token document does not fit ... Answering over 3
 // parts takes about 25 minutes."), the numbers behind a Details toggle, and the choices (Use
-// map-reduce, Run anyway only where it can work; Cancel is the banner's ×).
+// map-reduce, Run anyway only where it can work; Cancel is the banner's ×). Where the document
+// can be split, "Always answer this document over parts" goes with Use map-reduce: the chat
+// remembers it for the document (ChatPanel).
 //
 // It fits a narrow chat dock: the text scrolls inside the banner (at most about ten lines tall)
 // and the buttons wrap onto more rows, so the banner never makes the window taller or wider than
@@ -10,7 +12,9 @@
 
 #include <QFrame>
 #include <QString>
+#include <vector>
 
+class QCheckBox;
 class QLabel;
 class QLayout;
 class QResizeEvent;
@@ -36,6 +40,12 @@ class PlanBanner final : public QFrame {
   QPushButton* mapReduceButton() const { return map_reduce_; }
   QToolButton* cancelButton() const { return cancel_; }
   QToolButton* detailsButton() const { return details_toggle_; }
+  /// "Always answer this document over parts": shown only where map-reduce can split the
+  /// document, unchecked for each new verdict. In a narrow banner its text is a shorter form
+  /// ("Always over parts", "Always") beside Use map-reduce; the tooltip has the sentence.
+  QCheckBox* alwaysOverPartsBox() const { return always_parts_; }
+  /// The box is shown and checked (read when Use map-reduce is clicked).
+  bool alwaysOverParts() const;
   /// The headline's and the details' text as shown (tests).
   QString headlineText() const;
   QString detailsText() const;
@@ -59,6 +69,12 @@ class PlanBanner final : public QFrame {
   QLabel* headline_ = nullptr;
   QLabel* details_ = nullptr;
   QToolButton* details_toggle_ = nullptr;
+  QCheckBox* always_parts_ = nullptr;
+  struct Form {
+    QString text;
+    int width = 0;  // the box's width with it (pixels)
+  };
+  std::vector<Form> always_forms_;  // the box's text: the sentence first, then shorter forms
   QPushButton* run_anyway_ = nullptr;
   QPushButton* map_reduce_ = nullptr;
   QToolButton* cancel_ = nullptr;
