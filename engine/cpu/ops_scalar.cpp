@@ -146,11 +146,12 @@ struct Tile {
   static float mul(float a, float b) { return a * b; }
   static float max(float a, float b) { return a > b ? a : b; }
   static float fma(float a, float b, float c) { return std::fma(a, b, c); }
-  static float fma1(float a, float b, float c) { return std::fma(a, b, c); }
   static float exp(float x) { return std::exp(x); }
   static bool valid(int32_t pos, int32_t lo, int32_t kp) { return lo <= kp && kp <= pos; }
   static bool eq(float a, float b) { return a == b; }
   static float blend(bool m, float a, float b) { return m ? a : b; }
+  static float load_part(const float* p, int64_t) { return *p; }
+  static void store_part(float* p, float v, int64_t) { *p = v; }
   static float to_f32(float x) { return x; }
   static float to_f32(uint16_t h) { return fp16_to_fp32(h); }
   template <typename E, bool kFull>

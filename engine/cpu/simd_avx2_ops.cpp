@@ -480,9 +480,6 @@ struct Tile {
   static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
   static __m256 max(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
   static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
-  static float fma1(float a, float b, float c) {
-    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-  }
   static __m256 exp(__m256 x) { return exp8(x); }
   // Lanes with lo <= kp <= pos, as an all-ones float mask.
   static __m256 valid(__m256i pos, __m256i lo, int32_t kp) {
@@ -493,6 +490,16 @@ struct Tile {
   static __m256 eq(__m256 a, __m256 b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
   static __m256 blend(__m256 m, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, m); }
   // kt[d0 + c][j0 + r] = k[j0 + r][d0 + c] for an 8 x 8 block (rows past n_k: 0).
+  static __m256i lanes_below(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static __m256 load_part(const float* p, int64_t n) {
+    return _mm256_maskload_ps(p, lanes_below(n));
+  }
+  static void store_part(float* p, __m256 v, int64_t n) {
+    _mm256_maskstore_ps(p, lanes_below(n), v);
+  }
   static float to_f32(float x) { return x; }
   static float to_f32(uint16_t h) { return _cvtsh_ss(h); }
   static __m256 load_row(const float* p) { return _mm256_loadu_ps(p); }

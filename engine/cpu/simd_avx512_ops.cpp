@@ -55,9 +55,6 @@ struct Tile {
   static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
   static __m512 max(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
   static __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-  static float fma1(float a, float b, float c) {
-    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-  }
   static __m512 exp(__m512 x) { return exp16(x); }
   static __mmask16 valid(__m512i pos, __m512i lo, int32_t kp) {
     const __m512i k = _mm512_set1_epi32(kp);
@@ -66,6 +63,12 @@ struct Tile {
   static __mmask16 eq(__m512 a, __m512 b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
   static __m512 blend(__mmask16 m, __m512 a, __m512 b) { return _mm512_mask_blend_ps(m, b, a); }
   // kt[d0 + c][j0 + r] = k[j0 + r][d0 + c] for a 16 x 16 block (rows past n_k: 0).
+  static __m512 load_part(const float* p, int64_t n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  }
+  static void store_part(float* p, __m512 v, int64_t n) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+  }
   static float to_f32(float x) { return x; }
   static float to_f32(uint16_t h) { return _cvtsh_ss(h); }
   static __m512 load_row(const float* p) { return _mm512_loadu_ps(p); }
