@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -38,7 +39,16 @@ inline int64_t index_of(uint64_t v) { return static_cast<int64_t>(v & 0xFFFFFFFF
 ThreadPool::ThreadPool(int n_threads) {
   const int n = std::max(1, n_threads);
   workers_.reserve(static_cast<size_t>(n - 1));
-  for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < n; ++i) {
+    // A thread the system refuses (its stack does not fit under ulimit -v, a process limit):
+    // the pool runs with the threads it got. Results never depend on the thread count, and
+    // size() says how many there are.
+    try {
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -24,7 +24,9 @@ namespace spw::cpu {
 
 class ThreadPool final {
  public:
-  /// n_threads >= 1 counts the calling thread; 1 means no worker threads at all.
+  /// n_threads >= 1 counts the calling thread; 1 means no worker threads at all. Worker threads
+  /// the system refuses to start (no address space for their stacks, a thread limit) are left
+  /// out: size() is then smaller than n_threads.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

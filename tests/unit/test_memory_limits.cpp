@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -18,6 +19,7 @@
 
 #include "engine/backend/cpu/cpu_session.h"
 #include "engine/common/size.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_storage.h"
 #include "engine/model/model.h"
@@ -237,6 +239,26 @@ TEST(CpuSessionMemory, ScratchThatDoesNotFitIsAnErrorAtCreateNamingUbatch) {
             "tokens, 2368 bytes per token): out of memory; a smaller --ubatch");
   // The same limit runs the same context with the default ubatch.
   EXPECT_EQ(run_limited(512 * kMiB, [&] { return make(512); }), "ok");
+}
+
+// Worker threads the system refuses to start (their stacks do not fit under the limit) are left
+// out instead of failing the run with "Resource temporarily unavailable": the pool has the
+// threads it got and still covers every index once.
+TEST(ThreadPoolMemory, ThreadsThatCannotStartAreLeftOut) {
+  SPW_SKIP_UNDER_ASAN();
+  EXPECT_EQ(run_limited(24 * kMiB,
+                        [] {
+                          cpu::ThreadPool pool(64);  // 63 stacks of 8 MiB do not fit in 24 MiB
+                          std::vector<int> hits(1000, 0);
+                          pool.parallel_for(1000, [&](int64_t b, int64_t e) {
+                            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+                          });
+                          const bool once =
+                              std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; });
+                          return fmt::format("{} threads, {}", pool.size() < 64 ? "fewer" : "all",
+                                             once ? "every index once" : "indices missed");
+                        }),
+            "fewer threads, every index once");
 }
 
 }  // namespace
