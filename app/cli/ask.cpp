@@ -382,6 +382,15 @@ int run_ask(const AskArgs& a) {
     return 130;
   }
   if (!res) return ask_fail(res.error());
+  // Ctrl-C that stopped an answer which still returned its work (a map-reduce ask keeps its
+  // finished parts): the output below says what was kept; the exit status says it was stopped.
+  const bool stopped_by_sigint = g_interrupted.load() && !res->stopped.empty();
+  const int done_status = stopped_by_sigint ? 130 : 0;
+  if (stopped_by_sigint) {
+    std::fprintf(stderr,
+                 "stopped by Ctrl-C: what was answered is kept; the same ask with --continue "
+                 "goes on from there\n");
+  }
   if (!a.json) {  // the answer streamed to stdout: end its line before stderr's summary
     std::fputc('\n', stdout);
     std::fflush(stdout);
@@ -452,7 +461,7 @@ int run_ask(const AskArgs& a) {
     }
     j["stopped"] = res->stopped.empty() ? nlohmann::json() : nlohmann::json(res->stopped);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return 0;
+    return done_status;
   }
   std::printf("\n");
   if (res->citations.empty()) {
@@ -464,7 +473,7 @@ int run_ask(const AskArgs& a) {
                 res->citations.size() - verified);
     for (const auto& c : res->citations) std::printf("%s\n", citation_line(c).c_str());
   }
-  return 0;
+  return done_status;
 }
 
 }  // namespace spw::cli
