@@ -342,8 +342,9 @@ int main(int argc, char** argv) {
     // A document longer than the context: answer over parts (the chat's "Use map-reduce").
     QObject::connect(
         controller.worker(), &spw::app::EngineWorker::planReady, &window,
-        [&controller](const spw::app::PlanSummary& plan, const spw::app::AskRequest&) {
-          if (!plan.needs_choice()) return;
+        [&controller](const spw::app::PlanSummary& plan, const spw::app::AskRequest& request) {
+          // A document the user chose to answer over parts is already asked that way.
+          if (!plan.needs_choice() || request.map_reduce || request.skip_plan) return;
           std::fprintf(stderr,
                        "spillway: --ask: the document needs %lld tokens, the context holds "
                        "%lld; answering over parts (map-reduce)\n",
