@@ -41,9 +41,13 @@ PACKAGES=(
 
 install_packages() {
   command -v dpkg-query >/dev/null || die "dpkg-query not found: this script is for Debian 12"
-  local missing=() p
+  local missing=() p native
+  native=$(dpkg --print-architecture)
   for p in "${PACKAGES[@]}"; do
-    if [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true) != "install ok installed" ]]; then
+    # One line per installed architecture (a machine with arm64 added for cross builds lists
+    # both): the package counts when the native or the architecture-independent one is there.
+    if ! dpkg-query -W -f='${Architecture} ${Status}\n' "$p" 2>/dev/null |
+      grep -qE "^($native|all) install ok installed$"; then
       missing+=("$p")
     fi
   done
