@@ -221,7 +221,8 @@ TEST(AttentionTile, RowsWithNothingToAttendStayEmpty) {
   const KvSpan k3{ks.k[3].data(), GgmlType::F32, 32}, v3{ks.v[3].data(), GgmlType::F32, 32};
   tile_attend_block(shape, tq, k3, v3, 48, 16, o.data(), m.data(), s.data());
   for (int64_t i = 0; i < 6; ++i) EXPECT_GT(s[static_cast<size_t>(i)], 0.0f);
-  for (int64_t i = 6; i < tq.rows; ++i) EXPECT_EQ(s[static_cast<size_t>(i)], 0.0f) << "masked pad row";
+  for (int64_t i = 6; i < tq.rows; ++i)
+    EXPECT_EQ(s[static_cast<size_t>(i)], 0.0f) << "masked pad row";
   for (float x : o) EXPECT_FALSE(std::isnan(x));
 }
 
