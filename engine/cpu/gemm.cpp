@@ -52,14 +52,14 @@ void q8_0_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, co
   }
 }
 
-void q4_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs,
+void q4_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
                  float* y, int64_t ys, int nr, int nt) {
   for (int t = 0; t < nt; ++t) {
     for (int r = 0; r < nr; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* wb = w + b * kQ4_KGroupBlockBytes;
-        const BlockQ8K& xb = x[t * xs + b];
+        const BlockQ8K256& xb = x[t * xs + b];
         int32_t isum = 0, msum = 0;
         for (int j = 0; j < 8; ++j) {
           int32_t s = 0;
@@ -164,6 +164,21 @@ const GemmKernels& active_kernels() {
   return k != nullptr ? *k : kScalar;
 }
 
+// Q4_K's activations (BlockQ8K256: one scale per 256 elements, kernels.h says why), n_tokens
+// rows of n floats, spread over the pool as quantize_activations does.
+void quantize_k256(const float* X, int64_t n_tokens, int64_t n, BlockQ8K256* Xq, ThreadPool& pool) {
+  const QuantKernels& q = active_quant_kernels();
+  const int64_t nb = n / kQK_K;
+  const auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) q.quantize_q8k256(X + t * n, Xq + t * nb, n);
+  };
+  if (n_tokens * n < 16384) {
+    body(0, n_tokens);
+  } else {
+    pool.parallel_for(n_tokens, body);
+  }
+}
+
 // Reused activation buffers of the calling thread (grow, never shrink).
 template <typename T>
 T* scratch(std::vector<T>& buf, size_t n) {
@@ -223,15 +238,18 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   const int64_t n_in = W.n_in, n_out = W.n_out, nb = n_in / (k4 ? kQK_K : 32);
   const auto n_blocks = static_cast<size_t>(n_tokens * nb);
   thread_local std::vector<BlockQ8A> xa;
-  thread_local std::vector<BlockQ8K> xk;
+  thread_local std::vector<BlockQ8K256> xk;
   thread_local std::vector<int32_t> cbuf;
   thread_local std::vector<int16_t> bbuf;
   // Plain pointers: the workers below must not name the thread_local buffers (they would get
   // their own).
-  BlockQ8K* xkp = k4 ? scratch(xk, n_blocks) : nullptr;
+  BlockQ8K256* xkp = k4 ? scratch(xk, n_blocks) : nullptr;
   BlockQ8A* xap = k4 ? nullptr : scratch(xa, n_blocks);
-  void* xq = k4 ? static_cast<void*>(xkp) : static_cast<void*>(xap);
-  quantize_activations(W.type, X, n_tokens, n_in, xq, pool);
+  if (k4) {
+    quantize_k256(X, n_tokens, n_in, xkp, pool);
+  } else {
+    quantize_activations(W.type, X, n_tokens, n_in, xap, pool);
+  }
   int32_t* comp = nullptr;
   int16_t* bs = nullptr;
   if (k4) {  // sub-block sums of 32 codes: |sum| <= 32 x 127 fits int16

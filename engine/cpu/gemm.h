@@ -33,11 +33,13 @@
 //   m[4][16][2]:   the 6-bit mins (u8), byte (p, r, h) = row r's min of sub-block 2p + h, the
 //                  pairs VPDPWSSD / VPMADDWD take against the token's sub-block sums;
 //   d[16], dmin[16]: binary16, as in the file.
-// 148 bytes per row and super-block (the file's 144 + 4). Activations are the matvec's Q8K
-// blocks. Per super-block: I = sum_j sc_j S_j and M = sum_j m_j bsum_j in exact integers, then
+// 148 bytes per row and super-block (the file's 144 + 4). Activations are BlockQ8K256 blocks
+// (engine/cpu/kernels.h: ggml's Q8_K, one scale per 256 elements, codes identical at every SIMD
+// level). Per super-block: I = sum_j sc_j S_j and M = sum_j m_j bsum_j in exact integers, then
 // acc = fma(d_w d_x, float(I), acc), acc = fma(-(dmin_w d_x), float(M), acc), at every level.
-// Against quant_dot.h's Q4_K matvec: float rounding only (bounded in the tests by 1e-6 of
-// sum |w x|, with its dequantized weights).
+// Against float64 on the same codes and scales: float rounding only (bounded in the tests by
+// 1e-6 of sum |w x|). quant_dot.h's Q4_K matvec rounds the activations with a scale per 32
+// elements (BlockQ8K): the two differ by that rounding.
 //
 // Types: Q8_0, Q4_K. Others are not packable (gemm_packable() false): quant_dot.h computes them.
 #pragma once

@@ -96,7 +96,7 @@ void q8_0(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int
 // sc (q0 x0 + q1 x1) + sc (q2 x2 + q3 x3)), VPADDD; the mins by VPMADDWD against the token's
 // sub-block sums. The same exact integers I, M as the AVX-512 tile, the same float steps.
 template <int T>
-void q4_k_half(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs,
+void q4_k_half(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
                float* y, int64_t ys, int h, int nr) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[T];
@@ -152,14 +152,14 @@ void q4_k_half(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, cons
 }
 
 template <int T>
-void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs,
+void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
                float* y, int64_t ys, int nr) {
   q4_k_half<T>(w, nb, x, xs, bs, y, ys, 0, nr);
   if (nr > 8) q4_k_half<T>(w, nb, x, xs, bs, y, ys, 1, nr);
 }
 
-void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs, float* y,
-          int64_t ys, int nr, int nt) {
+void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
+          float* y, int64_t ys, int nr, int nt) {
   switch (nt) {
     case 1:
       return q4_k_tile<1>(w, nb, x, xs, bs, y, ys, nr);

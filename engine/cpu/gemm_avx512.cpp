@@ -79,7 +79,7 @@ void q8_0(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int
 // (VPDPWSSD of the mins against the token's sub-block sums), exact integers; then
 // acc = fma(d dx, I, acc), acc = fma(-dmin dx, M, acc).
 template <int T>
-void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs,
+void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
                float* y, int64_t ys, int nr) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[T];
@@ -139,8 +139,8 @@ void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, cons
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
 
-void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t xs, const int16_t* bs, float* y,
-          int64_t ys, int nr, int nt) {
+void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
+          float* y, int64_t ys, int nr, int nt) {
   switch (nt) {
     case 1:
       return q4_k_tile<1>(w, nb, x, xs, bs, y, ys, nr);

@@ -19,10 +19,10 @@ inline constexpr int kGemmMaxTokens = 8;
 using GemmTileFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t x_stride,
                             const int32_t* comp, float* y, int64_t y_stride, int nr, int nt);
 
-/// Q4_K: as GemmTileFn over nb super-blocks, x: BlockQ8K; bs[(t * x_stride + b) * 8 + j] =
+/// Q4_K: as GemmTileFn over nb super-blocks, x: BlockQ8K256; bs[(t * x_stride + b) * 8 + j] =
 /// the sum of token t's codes in 32-element sub-block j of super-block b (bsums[2j] +
 /// bsums[2j + 1]).
-using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K* x, int64_t x_stride,
+using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t x_stride,
                              const int16_t* bs, float* y, int64_t y_stride, int nr, int nt);
 
 struct GemmKernels {

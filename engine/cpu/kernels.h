@@ -25,16 +25,42 @@ struct BlockQ8A {
   int8_t qs[32];
 };  // 40 B
 
-/// Activation block for the 256-element K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): ggml's
-/// Q8_K. x[i] ~= d * qs[i], |qs| <= 127; bsums[j] = sum of qs[16 j .. 16 j + 15] (the K-quant
-/// mins and the -32 / -4 offsets of Q6_K / Q3_K are applied through these sums).
+/// Activation block for the 256-element K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): ggml's Q8_K
+/// with a scale per 32 elements instead of one per 256. The 32 elements of a scale are strided:
+/// group g (0..7) holds the elements e with (e % 32) / 4 == g, 4 of every 32. x[e] ~= d[g(e)] *
+/// qs[e], |qs| <= 127, d[g] = max |x| over the group / 127. bsums[j] is the dequantized sum of
+/// elements 16 j .. 16 j + 15, which hold 4 elements of each of groups a .. a + 3 (a = 4 (j % 2)):
+/// with I_k the integer sum of the 4 codes of group a + k, bsums[j] = (d[a] I_0 + d[a+1] I_1) +
+/// (d[a+2] I_2 + d[a+3] I_3), each product and sum rounded to float (the K-quant mins and the
+/// -32 / -4 offsets of Q6_K / Q3_K are applied through these sums).
+///
+/// Why strided groups: the SIMD dot products add 4 adjacent byte products into each 32-bit lane
+/// of a vector of 32 consecutive elements (VPMADDUBSW + VPMADDWD, VPDPBUSD, SDOT), so lane g of
+/// a (row, token)'s integer accumulator only ever holds group g, and the 8 scales are applied
+/// once per super-block as one vector multiply. Contiguous groups of 32 would need a horizontal
+/// reduction per group, or a float multiply-add per sub-block (an earlier version: prefill 18-41 %
+/// slower). One scale per 256 (ggml's Q8_K) rounds the activations of a super-block with a step
+/// set by its largest element: on the test models (CpuVsReference, logits of a prompt and 8
+/// decode steps against the float64 reference) Q2_K, Q3_K, Q5_K and Q6_K had NMSE 5.6-6.4e-4 on
+/// average over the architectures and up to 8.0e-4; with these groups 3.2-3.5e-4, up to 5.5e-4.
 struct BlockQ8K {
+  float d[8];
+  int8_t qs[256];
+  float bsums[16];
+};  // 352 B
+
+/// Activation block of the int8 GEMM's Q4_K tiles (gemm.h): ggml's Q8_K, one scale per 256
+/// elements. x[i] ~= d * qs[i], |qs| <= 127; bsums[j] = sum of qs[16 j .. 16 j + 15]. (A scale
+/// per 32 elements there costs a float multiply-add per sub-block, row and token on top of the
+/// integer products: measured 9-13 % slower tiles at avx512 for NMSE 7.5e-4 -> 4e-4 on the test
+/// models, so the GEMM keeps this format.)
+struct BlockQ8K256 {
   float d;
   int8_t qs[256];
   int16_t bsums[16];
 };  // 292 B
 
-static_assert(sizeof(BlockQ8A) == 40 && sizeof(BlockQ8K) == 292);
+static_assert(sizeof(BlockQ8A) == 40 && sizeof(BlockQ8K) == 352 && sizeof(BlockQ8K256) == 292);
 
 /// Element format of KV rows seen by the attention kernels. Q8_0 rows are ggml BlockQ8_0
 /// blocks (binary16 d, then 32 int8 qs: 34 B, x = d * qs); an element index idx of such a row
@@ -66,6 +92,7 @@ struct QuantKernels {
   TypeKernels type[kNumTypeSlots];                               // by GgmlType number; F32 = 0
   void (*quantize_q8a)(const float* x, BlockQ8A* y, int64_t n);  // n % 32 == 0
   void (*quantize_q8k)(const float* x, BlockQ8K* y, int64_t n);  // n % 256 == 0
+  void (*quantize_q8k256)(const float* x, BlockQ8K256* y, int64_t n);  // n % 256 == 0
 };
 
 struct OpKernels {
@@ -110,6 +137,9 @@ struct OpKernels {
   void (*tile_transpose)(const float* k, int64_t hd, int64_t n_k, float* kt, int64_t nkp);
   void (*tile_transpose_f16)(const uint16_t* k, int64_t hd, int64_t n_k, float* kt, int64_t nkp);
 };
+
+/// Fills b->bsums from b->d and b->qs (BlockQ8K's definition), identically at every level.
+void q8k_bsums(BlockQ8K* b);
 
 // Tables per level. The SIMD ones return nullptr where the build could not compile them
 // (not x86-64 / not AArch64, or the compiler lacks the target flags). The NEON tables have

@@ -3,10 +3,12 @@
 // n_out x n_in matrix, the levels interleaved round by round so that a change in machine load
 // hits them alike. Small by default (512 x 4096) so that it finishes under an emulator
 // (qemu-aarch64, tests/cross/aarch64.sh), where absolute times mean little but ratios still
-// compare instruction counts. A tool, not a test.
+// compare instruction counts. --min reports the fastest round instead of the median: on a
+// machine that others load, the fastest of many rounds is the one they disturbed least (two
+// builds compared that way, alternated, give the ratio of their kernels). A tool, not a test.
 //
 //   level_ratio_bench [--types Q8_0,Q4_0,Q4_K,Q6_K,F16] [--rounds 7] [--n-out 512]
-//                     [--n-in 4096] [--tokens 1]
+//                     [--n-in 4096] [--tokens 1] [--min]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +32,7 @@ struct Options {
   std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
                                  GgmlType::F16};
   int rounds = 7;
+  bool min = false;  // the fastest round instead of the median
   int64_t n_out = 512;
   int64_t n_in = 4096;  // a multiple of 256 (the K-quants' super-block)
   int64_t tokens = 1;
@@ -60,6 +63,8 @@ bool parse(int argc, char** argv, Options& o) {
           return false;
         }
       }
+    } else if (a == "--min") {
+      o.min = true;
     } else if (a == "--rounds" && has_value) {
       o.rounds = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--n-out" && has_value) {
@@ -71,7 +76,7 @@ bool parse(int argc, char** argv, Options& o) {
     } else {
       std::fprintf(stderr,
                    "usage: level_ratio_bench [--types Q8_0,Q4_K] [--rounds N] [--n-out N] "
-                   "[--n-in N] [--tokens N]\n");
+                   "[--n-in N] [--tokens N] [--min]\n");
       return false;
     }
   }
@@ -84,6 +89,10 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+double statistic(const std::vector<double>& v, bool min) {
+  return min ? *std::min_element(v.begin(), v.end()) : median(v);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,12 +103,12 @@ int main(int argc, char** argv) {
     if (simd_level_supported(l)) levels.push_back(l);
   }
   std::printf(
-      "level_ratio_bench: %lld x %lld, %lld token(s), 1 thread, median of %d rounds; "
+      "level_ratio_bench: %lld x %lld, %lld token(s), 1 thread, %s of %d rounds; "
       "detected level %s\n",
       static_cast<long long>(o.n_out), static_cast<long long>(o.n_in),
-      static_cast<long long>(o.tokens), o.rounds,
+      static_cast<long long>(o.tokens), o.min ? "fastest" : "median", o.rounds,
       std::string(simd_level_name(detected_simd_level())).c_str());
-  std::printf("%-6s %-13s %10s %9s\n", "type", "level", "median ms", "xscalar");
+  std::printf("%-6s %-13s %10s %9s\n", "type", "level", o.min ? "min ms" : "median ms", "xscalar");
 
   ThreadPool pool(1);
   std::mt19937 rng(1);
@@ -124,9 +133,9 @@ int main(int argc, char** argv) {
         if (round > 0) ms[li].push_back(el);
       }
     }
-    const double scalar = median(ms[0]);  // levels[0] is Scalar
+    const double scalar = statistic(ms[0], o.min);  // levels[0] is Scalar
     for (size_t li = 0; li < levels.size(); ++li) {
-      const double m = median(ms[li]);
+      const double m = statistic(ms[li], o.min);
       std::printf("%-6s %-13s %10.3f %9.2f\n", spw::type_name(static_cast<uint32_t>(type)).c_str(),
                   std::string(simd_level_name(levels[li])).c_str(), m, scalar / m);
     }

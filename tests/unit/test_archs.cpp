@@ -223,7 +223,8 @@ TEST_P(ArchVsReference, LogitsAndGreedyTokens) {
   // layer the router's input carries the activations' rounding (~1e-2 relative on these random
   // models), and a top-k choice within that of a tie goes the other way at some position of
   // the context, a discrete change of its KV that every later step sees: the comparison would
-  // measure near ties, not the code. Float weights run the two-layer model.
+  // measure near ties, not the code. Float weights run the two-layer model. (test_moe_routing.cpp
+  // compares 3-layer quantized MoE with the routing made comparable.)
   if (spec.n_expert > 0 && !float_type) spec.n_layer = 1;
   auto m = load(dir, spec);
   ASSERT_NE(m, nullptr);

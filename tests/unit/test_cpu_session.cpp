@@ -83,17 +83,44 @@ TEST(CpuSession, StoriesMatchesReferenceTokens) {
   }
 }
 
+// A MoE router's choice whose reference logit margin (last chosen minus first left out) is below
+// this is a near tie that the fast path's activation rounding may flip: a discrete change of that
+// step (a flipped expert moved one-layer models' logits by NMSE 1e-2 to 7e-2), not the rounding
+// the NMSE bound measures. Flips seen on these models: margins 0.047 and 0.049; margins down to
+// 0.001 held, and none from 0.1 up flipped.
+constexpr double kRouteNearTie = 0.1;
+
+struct ForcedRun {
+  int near_ties = 0;   // greedy steps where fast chose another token at a near tie
+  double nmse = 0.0;   // pooled over the compared steps: sum of squared differences / of squares
+  int compared = 0;    // steps in it: the prompt's last position and the decode steps
+  int route_ties = 0;  // steps left out: a router near tie (kRouteNearTie)
+};
+
 // The fast session fed the reference's greedy tokens (so both see the same context) must pick
 // the reference's token at each of n steps, except at a near tie: where the reference's own
 // logits for the two choices differ by less than tol of its logit range (the fast path's error
-// bound). Returns the number of near ties; with none, free-running greedy agrees as well.
-int greedy_near_ties(Session& fast, Session& ref, const std::vector<int32_t>& prompt, int n,
-                     double tol) {
+// bound); with none, free-running greedy agrees as well. The logits of the prompt and of every
+// step are pooled into one NMSE, but for steps at a router near tie.
+ForcedRun forced_run(Session& fast, ReferenceSession& ref, const std::vector<int32_t>& prompt,
+                     int n, double tol) {
+  ForcedRun out;
   EXPECT_TRUE(fast.eval(prompt, true).ok());
   EXPECT_TRUE(ref.eval(prompt, true).ok());
-  int near_ties = 0;
-  for (int i = 0; i < n; ++i) {
+  double num = 0, den = 0;
+  for (int i = 0;; ++i) {
     const std::vector<float> lr(ref.logits().begin(), ref.logits().end());
+    if (ref.last_route_margin() < kRouteNearTie) {
+      ++out.route_ties;
+    } else {
+      for (size_t j = 0; j < lr.size(); ++j) {
+        const double d = static_cast<double>(fast.logits()[j]) - lr[j];
+        num += d * d;
+        den += static_cast<double>(lr[j]) * lr[j];
+      }
+      ++out.compared;
+    }
+    if (i == n) break;
     const int32_t want = argmax(ref.logits()), got = argmax(fast.logits());
     if (got != want) {
       double range = 0;
@@ -101,16 +128,18 @@ int greedy_near_ties(Session& fast, Session& ref, const std::vector<int32_t>& pr
       const double gap = static_cast<double>(lr[want]) - lr[got];
       EXPECT_LT(gap, tol * range) << "step " << i << ": fast chose " << got << ", reference "
                                   << want << " with a clear margin " << gap;
-      ++near_ties;
+      ++out.near_ties;
     }
     EXPECT_TRUE(fast.eval(std::span<const int32_t>(&want, 1), true).ok());
     EXPECT_TRUE(ref.eval(std::span<const int32_t>(&want, 1), true).ok());
   }
-  return near_ties;
+  out.nmse = den > 0 ? num / den : 0.0;
+  return out;
 }
 
-// The spec's model, fast against the oracle: logits within the type's tolerance of the reference
-// at every prompt length (NMSE <= 1e-9 for float weights, <= quant_nmse for quantized ones);
+// The spec's model, fast against the oracle: the prompt's logits within the type's tolerance of
+// the reference (max relative error) and the logits of the prompt and 8 decode steps fed the
+// reference's tokens within NMSE 1e-9 (float weights) or quant_nmse (quantized ones, pooled);
 // greedy decoding follows the oracle's tokens but for near ties; ubatch splitting and thread
 // count change nothing.
 void expect_matches_reference(const TestModelSpec& spec, const std::string& label, bool float_type,
@@ -132,14 +161,18 @@ void expect_matches_reference(const TestModelSpec& spec, const std::string& labe
   const double e = rel_err(a.prompt_logits, r.prompt_logits, &w),
                n = nmse(a.prompt_logits, r.prompt_logits);
   EXPECT_LE(e, tol) << "worst logit " << w;
-  EXPECT_LE(n, float_type ? 1e-9 : quant_nmse);
   // Greedy decoding follows the oracle's tokens, but for near ties (random models have some).
-  auto ref2 = reference(**model, KvType::F32);
+  auto ref2 = ReferenceSession::create(**model, SessionParams{0, 1, KvType::F32, KvType::F32});
+  ASSERT_TRUE(ref2.ok());
   auto forced = fast(**model, KvType::F32, 1);
-  const int near_ties = greedy_near_ties(*forced, *ref2, prompt, 8, tol);
-  if (near_ties == 0) EXPECT_EQ(a.greedy, r.greedy);
-  std::printf("[ %s ] max rel err %.2e, NMSE %.2e, %d near ties in 8 greedy steps\n", label.c_str(),
-              e, n, near_ties);
+  const ForcedRun fr = forced_run(*forced, **ref2, prompt, 8, tol);
+  if (fr.near_ties == 0) EXPECT_EQ(a.greedy, r.greedy);
+  EXPECT_LE(fr.nmse, float_type ? 1e-9 : quant_nmse);
+  EXPECT_GE(fr.compared, 7) << "router near ties left too few steps";
+  std::printf(
+      "[ %s ] max rel err %.2e, prompt NMSE %.2e, NMSE of %d steps %.2e (%d router near ties "
+      "left out), %d near ties in 8 greedy steps\n",
+      label.c_str(), e, n, fr.compared, fr.nmse, fr.route_ties, fr.near_ties);
 
   auto f2 = fast(**model, KvType::F32, 2, /*ubatch=*/3);  // 4 ubatches, 2 threads
   const RunResult b = run(*f2, prompt, 4);
@@ -163,11 +196,14 @@ TEST_P(CpuVsReference, LogitsAgree) {
   // its input carries the activations' rounding, and a top-k choice within that of a tie flips
   // at some position, a discrete change every later greedy step sees (test_archs.cpp says more).
   if (spec.n_expert > 0 && !float_type) spec.n_layer = 1;
-  // Quantized: the 8-bit activations (blocks of 32, or of 256 for the K-quants) cost NMSE 2.3e-4
-  // (Q8_0 weights) to ~1e-3 on these models; the weights' own error is not in it (the oracle
-  // runs on the same dequantized weights). IQ4_XS, with a scale per 32 activations, measured
-  // 2.0e-4 (mixtral) to 3.7e-4 (qwen2); with one per 256 it was 3.8e-4 to 1.14e-3 (qwen3).
-  const double quant_nmse = type == GgmlType::IQ4_XS ? 6e-4 : 2e-3;
+  // Quantized: the 8-bit activations cost NMSE 1.6e-4 (phi3 Q5_0) to 6.3e-4 (phi3 Q4_K, whose
+  // int8 GEMM keeps one activation scale per 256) over every arch x type, pooled over the 9
+  // steps; the K-quants on the matvec kernels 2.2-5.5e-4 (3.2-3.5e-4 on average per type; with
+  // one scale per 256 they were up to 8.0e-4). The weights' own error is not in it (the oracle
+  // runs on the same dequantized weights). One step alone is a noisy measure: the prompt's step
+  // of qwen2moe Q5_K is 1.6e-3 here while 12 other prompts on that model give 2.7e-4 on average,
+  // 4.0e-4 at most.
+  const double quant_nmse = 1e-3;
   expect_matches_reference(spec, arch + "-" + std::string(type_name(static_cast<uint32_t>(type))),
                            float_type, quant_nmse);
 }

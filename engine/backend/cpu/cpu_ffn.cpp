@@ -55,6 +55,65 @@ void CpuSession::ffn(int64_t il, int64_t n) {
   mul(*w.ffn_down, gate_.data(), n, tmp_.data());
 }
 
+Status CpuSession::force_routes(const std::vector<RouteChoice>* routes) {
+  std::map<std::pair<int64_t, int64_t>, const RouteChoice*> forced;
+  if (routes != nullptr) {
+    for (const RouteChoice& r : *routes) {
+      if (static_cast<int64_t>(r.experts.size()) != c_.n_expert_used ||
+          (!r.weights.empty() && r.weights.size() != r.experts.size()))
+        return make_error(
+            "a forced route of layer {} position {} has {} experts and {} weights, "
+            "not {} (weights may be left empty)",
+            r.layer, r.pos, r.experts.size(), r.weights.size(), c_.n_expert_used);
+      for (int32_t e : r.experts) {
+        if (e < 0 || e >= c_.n_expert)
+          return make_error("a forced route of layer {} position {} names expert {} of {}", r.layer,
+                            r.pos, e, c_.n_expert);
+      }
+      forced[{r.layer, r.pos}] = &r;
+    }
+  }
+  forced_ = std::move(forced);
+  return Status::Ok();
+}
+
+// router_ holds the ubatch's router probabilities and chosen_ / chosen_w_ the top-k: logs this
+// session's choices, then puts the forced ones in their place (weights from the same
+// probabilities, as route_experts makes them).
+void CpuSession::route_hooks(int64_t il, int64_t n) {
+  const int64_t n_exp = c_.n_expert, k = c_.n_expert_used;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* p = &router_[sz(t * n_exp)];
+    int32_t* chosen = &chosen_[sz(t * k)];
+    if (route_log_ != nullptr) {
+      // The margin in logits: the softmax keeps differences of logs.
+      double best_out = -INFINITY;
+      for (int64_t e = 0; e < n_exp; ++e) {
+        if (std::find(chosen, chosen + k, e) == chosen + k)
+          best_out = std::max(best_out, std::log(static_cast<double>(p[e])));
+      }
+      std::vector<double> weights(&chosen_w_[sz(t * k)], &chosen_w_[sz(t * k + k)]);
+      route_log_->push_back({il, base_ + t, std::vector<int32_t>(chosen, chosen + k),
+                             std::move(weights),
+                             std::log(static_cast<double>(p[chosen[k - 1]])) - best_out});
+    }
+    const auto it = forced_.find({il, base_ + t});
+    if (it == forced_.end()) continue;
+    const RouteChoice& f = *it->second;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      chosen[j] = f.experts[sz(j)];
+      sum += p[chosen[j]];
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      float w = p[chosen[j]];
+      if (c_.expert_weights_norm) w /= sum;
+      if (c_.expert_weights_scale != 0.0) w *= static_cast<float>(c_.expert_weights_scale);
+      chosen_w_[sz(t * k + j)] = f.weights.empty() ? w : static_cast<float>(f.weights[sz(j)]);
+    }
+  }
+}
+
 void CpuSession::moe(int64_t il, int64_t n) {
   const LayerWeights& w = m_.layers[sz(il)];
   const int64_t n_embd = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used;
@@ -67,6 +126,7 @@ void CpuSession::moe(int64_t il, int64_t n) {
   chosen_w_.resize(sz(n * k));
   route_experts(router_.data(), n, n_exp, k, c_.expert_weights_norm,
                 static_cast<float>(c_.expert_weights_scale), chosen_.data(), chosen_w_.data());
+  if (route_log_ != nullptr || !forced_.empty()) route_hooks(il, n);
 
   // The chosen experts, into slot_ [n][k][n_embd].
   slot_.resize(sz(n * k * n_embd));

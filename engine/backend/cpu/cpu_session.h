@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_cache_set.h"
 #include "engine/model/model.h"
+#include "engine/session/routing.h"
 #include "engine/session/session.h"
 
 namespace spw::cpu {
@@ -85,6 +87,18 @@ class CpuSession final : public Session {
   Status flush_kv() { return cache_->flush(); }
   /// Writes the cache and the token history to `path` (engine/kv/snapshot.h).
   Status save_kv(const std::string& path);
+  /// MoE, for tests (engine/session/routing.h): from now on append this session's own choice of
+  /// every token in every MoE layer to *log (its router's top k and margin, even where a forced
+  /// route is followed); null stops.
+  void set_route_log(std::vector<RouteChoice>* log) { route_log_ = log; }
+  /// MoE, for tests: from now on a token whose (layer, position) has a choice in *routes runs
+  /// those experts instead of its router's top k, weighted by the choice's weights, or where it
+  /// has none by its router's probabilities of them (normalised and scaled as the model says);
+  /// others route as usual. routes must outlive the evals; null stops. Error: a choice of
+  /// another count than n_expert_used (experts, or weights when given) or an expert out of
+  /// range.
+  Status force_routes(const std::vector<RouteChoice>* routes);
+
   /// Replaces the cache with the snapshot at `path`; on error (another model, other KV types,
   /// a damaged file) the session is unchanged when the file was refused before the restore,
   /// and empty (n_past() == 0) when the restore itself failed. See eval() for what follows.
@@ -111,6 +125,7 @@ class CpuSession final : public Session {
   // The FFN of layer il on h_ [n][n_embd], into tmp_ [n][n_embd] (cpu_ffn.cpp).
   void ffn(int64_t il, int64_t n);
   void moe(int64_t il, int64_t n);
+  void route_hooks(int64_t il, int64_t n);
   // Y[n][n_out] = X[n][n_in] W^T for a weight matrix.
   void mul(const MatrixView& w, const float* X, int64_t n, float* Y);
   // A whole weight tensor: its repacked form when it has one (packed_weights.h).
@@ -165,6 +180,10 @@ class CpuSession final : public Session {
   std::vector<float> router_, xe_, ye_, slot_;
   std::vector<int32_t> chosen_;
   std::vector<float> chosen_w_;
+  // Test hooks (set_route_log, force_routes): the log, and the forced choices by (layer,
+  // position).
+  std::vector<RouteChoice>* route_log_ = nullptr;
+  std::map<std::pair<int64_t, int64_t>, const RouteChoice*> forced_;
   std::vector<float> logits_;  // [n_vocab]
 };
 

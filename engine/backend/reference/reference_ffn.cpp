@@ -60,9 +60,15 @@ void ReferenceSession::moe(const LayerWeights& w, const std::vector<double>& h, 
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)];
     });
-    if (t == n_tokens - 1 && k < n_exp) {
-      const double gap = lg[order[static_cast<size_t>(k - 1)]] - lg[order[static_cast<size_t>(k)]];
-      route_margin_ = std::min(route_margin_, gap);
+    const double gap =
+        k < n_exp ? lg[order[static_cast<size_t>(k - 1)]] - lg[order[static_cast<size_t>(k)]]
+                  : INFINITY;
+    if (t == n_tokens - 1) route_margin_ = std::min(route_margin_, gap);
+    RouteChoice* logged = nullptr;
+    if (route_log_ != nullptr) {
+      route_log_->push_back(
+          {layer_, n_past_ + t, std::vector<int32_t>(order.begin(), order.begin() + k), {}, gap});
+      logged = &route_log_->back();
     }
     double wsum = 0.0;
     for (int64_t j = 0; j < k; ++j) wsum += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
@@ -72,6 +78,7 @@ void ReferenceSession::moe(const LayerWeights& w, const std::vector<double>& h, 
       if (c_.expert_weights_norm) wj /= wsum;
       if (c_.expert_weights_scale != 0.0) wj *= c_.expert_weights_scale;
       weight[static_cast<size_t>(t * k + j)] = wj;
+      if (logged != nullptr) logged->weights.push_back(wj);
       tokens_of[static_cast<size_t>(e)].emplace_back(t, j);
     }
   }

@@ -181,6 +181,7 @@ void ReferenceSession::attend(int64_t il, const std::vector<double>& q, int64_t 
 
 void ReferenceSession::layer(int64_t il, std::vector<double>& x, int64_t n_tokens) {
   const LayerWeights& w = m_.layers[static_cast<size_t>(il)];
+  layer_ = il;
   const int64_t n_embd = c_.n_embd, hd = c_.head_dim, hdv = c_.head_dim_v;
   const int64_t q_dim = c_.n_head * hd, k_dim = c_.n_head_kv * hd, v_dim = c_.n_head_kv * hdv;
 

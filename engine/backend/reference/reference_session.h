@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/session/routing.h"
 #include "engine/session/session.h"
 
 namespace spw {
@@ -54,6 +55,10 @@ class ReferenceSession final : public Session {
   /// out, over the layers, at the last position of the last eval (+inf for a dense model): below
   /// the fast paths' rounding such a choice may go the other way there (a near tie).
   double last_route_margin() const { return route_margin_; }
+
+  /// MoE: from now on append every token's choice in every MoE layer to *log (null: stop), in
+  /// the order computed (layer by layer within an eval). For tests (engine/session/routing.h).
+  void set_route_log(std::vector<RouteChoice>* log) { route_log_ = log; }
 
  private:
   ReferenceSession(const Model& model, const SessionParams& params);
@@ -94,6 +99,8 @@ class ReferenceSession final : public Session {
   std::vector<std::vector<uint16_t>> k_f16_, v_f16_;
   std::vector<float> logits_;               // [n_vocab]
   mutable double route_margin_ = INFINITY;  // see last_route_margin()
+  std::vector<RouteChoice>* route_log_ = nullptr;
+  int64_t layer_ = 0;  // the layer being computed (for the route log)
 };
 
 }  // namespace spw
