@@ -204,8 +204,9 @@ int run_plan(const PlanArgs& a) {
         profile = *prof;
         if (calibrated) {
           std::fprintf(stderr,
-                       "note: measured this model's speed on this machine (%lld tokens deep); "
-                       "kept in %s\n",
+                       "note: measured this model's speed on this machine (a %lld-token "
+                       "prefill, then timed up to %lld tokens deep); kept in %s\n",
+                       static_cast<long long>(profile->prefill_depth),
                        static_cast<long long>(profile->calibration_depth),
                        app::speed_profile_file(paths->cache_dir, profile->model_fingerprint,
                                                profile->machine, profile->backend)

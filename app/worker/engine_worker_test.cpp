@@ -308,11 +308,9 @@ TEST_F(EngineWorkerTest, PlanPredictsFromTheMeasuredProfileInPlainLanguage) {
   const int64_t long_id = add_story(*lib_, 30, std::string(64, 'q'));
   const auto doc = [&](int64_t id) { return document_text(*lib_->document(id), *lib_->pages(id)); };
   auto profile = std::make_shared<SpeedProfile>();
-  profile->calibrated_at = 1796185200;  // 2026-12-02 04:20 UTC
-  profile->prefill_a = 0.01;            // 100 tokens/s near depth 0
-  profile->prefill_b = 1e-5;
-  profile->decode_a = 0.1;
-  profile->decode_b = 1e-4;
+  profile->calibrated_at = 1796185200;             // 2026-12-02 04:20 UTC
+  profile->prefill = DepthCost::line(0.01, 1e-5);  // 100 tokens/s near depth 0
+  profile->decode = DepthCost::line(0.1, 1e-4);
   PlanProbes probes;
   probes.profile = profile;
 

@@ -469,6 +469,61 @@ TEST(TieredSession, SnapshotSkipsTheRestoredPrefill) {
   EXPECT_EQ(h->n_past(), 3);
 }
 
+// repeat_kv (the speed calibration's deep KV): the cache holds the asked number of positions,
+// every block a copy of one of the first whole blocks, in the tiers a run of that length uses
+// (window, host, disk); the session then decodes at that depth.
+TEST(TieredSession, RepeatKvFillsEveryTierWithCopiesOfTheStoredBlocks) {
+  TempDir dir;
+  TestModelSpec spec;
+  spec.n_ctx = 1024;
+  auto m = load_test_model(dir, spec);
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = random_prompt(40, spec.n_vocab, 5);  // 2 blocks + 8
+  const auto sz = [](int64_t a) { return static_cast<size_t>(a); };
+  auto s = make(*m, spilled(16, 10), dir.path());
+  ASSERT_TRUE(s->eval(prompt, true).ok());
+  const kv::KvCache& c = s->cache();
+  ASSERT_TRUE(s->flush_kv().ok());
+  std::vector<std::vector<uint8_t>> first(2, std::vector<uint8_t>(sz(c.block_bytes())));
+  ASSERT_TRUE(c.read_block(0, first[0]).ok());
+  ASSERT_TRUE(c.read_block(1, first[1]).ok());
+
+  ASSERT_TRUE(s->repeat_kv(150).ok());
+  EXPECT_EQ(s->n_past(), 150);
+  ASSERT_EQ(s->tokens().size(), 150u);
+  for (size_t i = 0; i < 150; ++i) ASSERT_EQ(s->tokens()[i], prompt[i % 40]) << i;
+  ASSERT_TRUE(s->flush_kv().ok());
+  // 10 blocks: the sink block and one recent block in the window, 2 on the host, 6 on disk.
+  const kv::KvStats t = s->usage().kv;
+  EXPECT_EQ(t.window_blocks, 2);
+  EXPECT_EQ(t.host_blocks, 2);
+  EXPECT_EQ(t.disk_blocks, 6);
+  std::vector<uint8_t> bytes(sz(c.block_bytes()));
+  for (int64_t b = 0; b < 10; ++b) {
+    ASSERT_TRUE(c.read_block(b, bytes).ok());
+    EXPECT_EQ(bytes, first[sz(b % 2)]) << "block " << b;
+  }
+  // Decoding goes on from there.
+  const int32_t one[1] = {7};
+  ASSERT_TRUE(s->eval(one, true).ok());
+  EXPECT_EQ(s->n_past(), 151);
+  EXPECT_TRUE(std::all_of(s->logits().begin(), s->logits().end(),
+                          [](float x) { return std::isfinite(x); }));
+
+  // Beyond the context, or without a whole block: refused, the session unchanged.
+  const auto beyond = s->repeat_kv(1025);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.error().message, "repeating the KV to 1025 tokens: the context holds 1 to 1024");
+  EXPECT_EQ(s->n_past(), 151);
+  auto few = make(*m, spilled(16, 10), dir.path());
+  ASSERT_TRUE(few->eval(std::span<const int32_t>(prompt.data(), 10), true).ok());
+  const auto none = few->repeat_kv(100);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message,
+            "repeating the KV needs a whole 16-token block; 10 positions are stored");
+  EXPECT_EQ(few->n_past(), 10);
+}
+
 TEST(TieredSession, NonDefaultPagingRunsOnTheCpu) {
   TempDir dir;
   auto m = load_test_model(dir, TestModelSpec{});

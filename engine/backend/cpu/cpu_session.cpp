@@ -480,6 +480,11 @@ Status CpuSession::load_kv(const std::string& path) {
   assert(cache_->n_tokens() == n_past_);
   awaiting_prompt_ = true;
   logits_.clear();
+  rebuild_key_bounds();
+  return Status::Ok();
+}
+
+void CpuSession::rebuild_key_bounds() {
   for (auto& a : scheds_) a->clear_key_bounds();
   for (int64_t il = 0; il < c_.n_layer; ++il) {
     TieredAttention& a = *scheds_[layer_sched_[static_cast<size_t>(il)]];
@@ -487,6 +492,58 @@ Status CpuSession::load_kv(const std::string& path) {
     cache_->blocks(il, n_past_, views_);
     a.update_key_bounds(il, views_, 0, n_past_);
   }
+}
+
+Status CpuSession::repeat_kv(int64_t n_tokens) {
+  if (n_tokens < 1 || n_tokens > n_ctx()) {
+    return make_error("repeating the KV to {} tokens: the context holds 1 to {}", n_tokens,
+                      n_ctx());
+  }
+  if (auto st = cache_->flush(); !st) return st;
+  const auto sz = [](int64_t a) { return static_cast<size_t>(a); };
+  // The source blocks of every layer group: its first whole blocks held, at most four, in the
+  // restore layout (KvCache::read_block()).
+  constexpr int64_t kMaxSourceBlocks = 4;
+  std::vector<std::vector<std::vector<uint8_t>>> source(static_cast<size_t>(cache_->n_groups()));
+  for (int64_t g = 0; g < cache_->n_groups(); ++g) {
+    const kv::KvCache& c = cache_->group(g);
+    const int64_t bs = c.layout().block_size;
+    const int64_t first = c.first_held_block();
+    const int64_t end = std::min(c.n_tokens() / bs, first + kMaxSourceBlocks);
+    if (end <= first) {
+      return make_error("repeating the KV needs a whole {}-token block; {} positions are stored",
+                        bs, n_past_);
+    }
+    for (int64_t b = first; b < end; ++b) {
+      std::vector<uint8_t>& bytes = source[sz(g)].emplace_back(sz(c.block_bytes()));
+      if (auto st = c.read_block(b, bytes); !st) return st;
+    }
+  }
+  for (int64_t g = 0; g < cache_->n_groups(); ++g) {
+    const auto& blocks = source[sz(g)];
+    const auto fill = [&](int64_t b, std::span<uint8_t> dst) {
+      const std::vector<uint8_t>& src = blocks[sz(b % static_cast<int64_t>(blocks.size()))];
+      std::copy(src.begin(), src.end(), dst.begin());
+      return Status::Ok();
+    };
+    if (auto st = cache_->group(g).restore(n_tokens, fill); !st) {
+      cache_->clear();
+      n_past_ = 0;
+      history_.clear();
+      awaiting_prompt_ = false;
+      logits_.clear();
+      for (auto& a : scheds_) a->clear_key_bounds();
+      return st;
+    }
+  }
+  std::vector<int32_t> tokens(sz(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i)
+    tokens[sz(i)] = history_[sz(i % static_cast<int64_t>(history_.size()))];
+  history_ = std::move(tokens);
+  n_past_ = n_tokens;
+  awaiting_prompt_ = false;
+  logits_.clear();
+  rebuild_key_bounds();
   return Status::Ok();
 }
 

@@ -103,6 +103,16 @@ class CpuSession final : public Session {
   /// a damaged file) the session is unchanged when the file was refused before the restore,
   /// and empty (n_past() == 0) when the restore itself failed. See eval() for what follows.
   Status load_kv(const std::string& path);
+  /// For speed calibration only (app/runtime/speed_profile.h): rebuilds the cache holding
+  /// n_tokens positions whose blocks are copies of the first whole blocks stored now (at most
+  /// four, in turn; per layer group), placed in the tiers a run of that length puts them in
+  /// (KvCache::restore()). n_past() becomes n_tokens and tokens() the stored tokens repeated.
+  /// Later evals cost what they cost at that depth (attention reads every position, wherever
+  /// it lies), but what they compute continues no text. Errors, the session unchanged: no whole
+  /// block stored ("repeating the KV needs a whole 256-token block; 100 positions are
+  /// stored"), n_tokens < 1 or beyond n_ctx(). Errors of the cache (RAM for the host tier, the
+  /// disk tier's file) leave the session empty (n_past() == 0).
+  Status repeat_kv(int64_t n_tokens);
 
  private:
   CpuSession(const Model& model, const SessionParams& params, const CpuSessionParams& cpu,
@@ -112,6 +122,8 @@ class CpuSession final : public Session {
   Status reserve_scratch();
   Status check_room(std::span<const int32_t> tokens, int64_t n_past) const;
   Status eval_unguarded(std::span<const int32_t> tokens, bool want_logits);
+  // After the cache was rebuilt (load_kv, repeat_kv): TopK's key bounds of every stored block.
+  void rebuild_key_bounds();
   // Appends tokens at positions [n_past_, n_past_ + n) in ubatches; `prefill` counts them in
   // prefill_tokens_computed.
   Status compute(std::span<const int32_t> tokens, bool want_logits, bool prefill);
