@@ -60,10 +60,11 @@ if [[ "$(glibc_of "$ld_so")" != "$(glibc_of "$libc_so")" ]]; then
   exit 2
 fi
 
+mkdir -p "$build"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" \
-  -DSPILLWAY_ENGINE_ONLY=ON -DSPILLWAY_CUDA=OFF -DSPILLWAY_GUI=OFF >"$build.configure.log" ||
-  { cat "$build.configure.log" >&2; exit 1; }
+  -DSPILLWAY_ENGINE_ONLY=ON -DSPILLWAY_CUDA=OFF -DSPILLWAY_GUI=OFF >"$build/configure.log" ||
+  { cat "$build/configure.log" >&2; exit 1; }
 nice -n 10 cmake --build "$build" --parallel "$jobs" --target spillway_engine_tests \
   level_ratio_bench
 
