@@ -4,7 +4,7 @@
 #   apt-get install g++-aarch64-linux-gnu qemu-user-static
 #   dpkg --add-architecture arm64 && apt-get update
 #   apt-get install libzstd-dev:arm64 libxxhash-dev:arm64 libpcre2-dev:arm64 libfmt-dev:arm64 \
-#                   libgtest-dev:arm64
+#                   libgtest-dev:arm64 libnuma-dev:arm64
 #   cmake -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
 #         -DSPILLWAY_ENGINE_ONLY=ON -DSPILLWAY_CUDA=OFF
 #
@@ -28,8 +28,11 @@ set(CMAKE_IGNORE_PATH /usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/cmake)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${SPILLWAY_CROSS_TRIPLE}/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
 
-# Test binaries run under user-mode QEMU (gtest_discover_tests and add_test use this).
+# Test binaries run under user-mode QEMU (gtest_discover_tests and add_test use this), with the
+# multiarch loader /lib/ld-linux-aarch64.so.1 (libc6:arm64), the one that belongs to the libc.so.6
+# they load. Not with -L /usr/aarch64-linux-gnu: the cross toolchain's ld.so is another glibc
+# build, and with the multiarch libc its first pthread_create never returns.
 find_program(SPILLWAY_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
 if(SPILLWAY_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${SPILLWAY_QEMU_AARCH64} -L /usr/${SPILLWAY_CROSS_TRIPLE})
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${SPILLWAY_QEMU_AARCH64} -L /)
 endif()

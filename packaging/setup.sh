@@ -24,17 +24,17 @@ die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 # The Debian 12 package set known to build together (Qt 6, poppler, CUDA-optional toolchain).
 # Each is used by the build or its tests: libnuma-dev binds the host KV tier to a NUMA node
 # (optional in CMake); dpkg-dev (dpkg-shlibdeps), file and appstream are for the .deb and its
-# test (cpack -G DEB, appstreamcli validate).
+# test (cpack -G DEB, appstreamcli validate). libqt6svg6 is no build input: its plugins draw the
+# app's SVG icon at run time. The OpenGL headers Qt 6 Gui wants come with qt6-base-dev.
 PACKAGES=(
   cmake ninja-build pkg-config ccache g++
-  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev qt6-svg-dev libgl1-mesa-dev
-  libxkbcommon-dev
-  libpoppler-qt6-dev libpoppler-cpp-dev libsqlite3-dev libicu-dev
-  libgtest-dev libgmock-dev
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev libqt6svg6
+  libpoppler-qt6-dev libsqlite3-dev libicu-dev
+  libgtest-dev
   libpcre2-dev nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev libfmt-dev
   libnuma-dev
   libtesseract-dev tesseract-ocr tesseract-ocr-eng
-  libcpp-httplib-dev qpdf poppler-utils wamerican
+  libcpp-httplib-dev qpdf wamerican
   xvfb xauth imagemagick
   dpkg-dev file appstream
 )

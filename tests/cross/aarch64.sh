@@ -16,7 +16,13 @@
 #   apt-get install g++-aarch64-linux-gnu qemu-user-static
 #   dpkg --add-architecture arm64 && apt-get update
 #   apt-get install libzstd-dev:arm64 libxxhash-dev:arm64 libpcre2-dev:arm64 libfmt-dev:arm64 \
-#                   libgtest-dev:arm64
+#                   libgtest-dev:arm64 libnuma-dev:arm64
+# The binaries run with the arm64 multiarch loader and C library (libc6:arm64, pulled in by the
+# -dev:arm64 packages), never with the cross toolchain's copy in /usr/aarch64-linux-gnu: that
+# ld.so would load the multiarch libc.so.6 from /lib/aarch64-linux-gnu (its default path), and a
+# loader and a libc of two glibc builds disagree on the layout of their shared private data (on
+# Debian 12: libc6-arm64-cross 2.36-8 against libc6:arm64 2.36-9+deb12u*, where the list of
+# cached thread stacks moved by 8 bytes), so the first pthread_create loops forever.
 # Prints one "aarch64 <cpu>: N tests, P passed, S skipped, F failed" line per CPU; exits non-zero
 # when a build or a test fails.
 set -euo pipefail
@@ -35,18 +41,30 @@ qemu="$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)"
 for h in zstd.h xxhash.h pcre2.h fmt/format.h; do
   [[ -e /usr/include/$h ]] || missing+=("(header $h)")
 done
-for lib in libzstd.so libxxhash.so libpcre2-8.so libfmt.so; do
+for lib in libzstd.so libxxhash.so libpcre2-8.so libfmt.so libnuma.so; do
   [[ -e /usr/lib/$triple/$lib ]] || missing+=("(arm64 $lib)")
 done
+[[ -e /lib/ld-linux-aarch64.so.1 ]] || missing+=("libc6:arm64")
 if ((${#missing[@]})); then
   echo "aarch64.sh: missing ${missing[*]}; install them as this script's header says" >&2
   exit 2
 fi
 
+# The loader and the C library the tests will run with (see the header): one glibc build.
+glibc_of() { grep -aoE "GLIBC [0-9][^)]*\\) stable release" "$1" | head -n 1; }
+ld_so="$(readlink -f /lib/ld-linux-aarch64.so.1)"
+libc_so="$(readlink -f "/lib/$triple/libc.so.6")"
+if [[ "$(glibc_of "$ld_so")" != "$(glibc_of "$libc_so")" ]]; then
+  echo "aarch64.sh: $ld_so ($(glibc_of "$ld_so")) and $libc_so ($(glibc_of "$libc_so")) are" \
+    "different glibc builds; apt-get install --reinstall libc6:arm64" >&2
+  exit 2
+fi
+
+mkdir -p "$build"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" \
-  -DSPILLWAY_ENGINE_ONLY=ON -DSPILLWAY_CUDA=OFF -DSPILLWAY_GUI=OFF >"$build.configure.log" ||
-  { cat "$build.configure.log" >&2; exit 1; }
+  -DSPILLWAY_ENGINE_ONLY=ON -DSPILLWAY_CUDA=OFF -DSPILLWAY_GUI=OFF >"$build/configure.log" ||
+  { cat "$build/configure.log" >&2; exit 1; }
 nice -n 10 cmake --build "$build" --parallel "$jobs" --target spillway_engine_tests \
   level_ratio_bench
 
@@ -58,7 +76,7 @@ for cpu in $cpus; do
   xml="$build/engine_tests.$cpu.xml"
   echo "== spillway_engine_tests under $(basename "$qemu") -cpu $cpu (filter $filter)"
   set +e
-  QEMU_CPU="$cpu" QEMU_LD_PREFIX="/usr/$triple" "$qemu" "$tests" --gtest_filter="$filter" \
+  QEMU_CPU="$cpu" QEMU_LD_PREFIX=/ "$qemu" "$tests" --gtest_filter="$filter" \
     --gtest_output="xml:$xml" >"$build/engine_tests.$cpu.log" 2>&1
   rc=$?
   set -e
@@ -75,7 +93,7 @@ EOF
   ((rc == 0)) || { echo "aarch64.sh: tests failed under -cpu $cpu (log $build/engine_tests.$cpu.log)" >&2; status=1; }
   if [[ "${SPILLWAY_CROSS_BENCH:-0}" == 1 ]]; then
     echo "== level_ratio_bench under -cpu $cpu (emulated: compare the ratios, not the times)"
-    QEMU_CPU="$cpu" QEMU_LD_PREFIX="/usr/$triple" "$qemu" "$build/tests/bench/level_ratio_bench" ||
+    QEMU_CPU="$cpu" QEMU_LD_PREFIX=/ "$qemu" "$build/tests/bench/level_ratio_bench" ||
       status=1
   fi
 done

@@ -3,10 +3,12 @@
 #   bash tests/packaging/deb_test.sh BUILD_DIR VERSION GUI(0|1) SPILLWAY_TESTMODEL
 # cpack -G DEB into a temporary folder; `dpkg-deb -c` lists the executables, man pages, systemd
 # user units and (GUI) the desktop entry, hicolor icon and AppStream metainfo; `dpkg-deb -f` has
-# Package, Version, Architecture and a Depends from dpkg-shlibdeps (libc6, Qt 6 Core);
-# appstreamcli validates the metainfo offline; installed with `dpkg --root` into an empty root
-# (as root; else unpacked), its spillway-cli runs `--version` and `info -m` on a generated model. Exit 77 (CTest: skipped) when dpkg-deb, dpkg-shlibdeps,
-# appstreamcli or cpack is missing.
+# Package, Version, Architecture and a Depends from dpkg-shlibdeps (libc6, Qt 6 Core) plus (GUI)
+# libqt6svg6; appstreamcli validates the metainfo offline; installed with `dpkg --root` into an
+# empty root (as root; else unpacked), its spillway-cli runs `--version` and `info -m` on a
+# generated model. Exit 77 (CTest: skipped) when dpkg-deb, dpkg-shlibdeps, appstreamcli or cpack
+# is missing. tests/packaging/deb_chroot.sh (manual: debootstrap, network) installs the package
+# with apt on a clean Debian 12 and runs both programs there.
 set -euo pipefail
 [[ $# -eq 4 ]] || { echo "usage: deb_test.sh BUILD_DIR VERSION GUI TESTMODEL" >&2; exit 2; }
 BUILD=$1 VERSION=$2 GUI=$3 TESTMODEL=$4
@@ -61,6 +63,9 @@ DEPENDS=$(field Depends)
 echo "Depends: $DEPENDS"
 grep -qE '(^|, )libc6 \(>= ' <<<"$DEPENDS" || fail "Depends lacks a versioned libc6"
 grep -qE '(^|, )libqt6core6' <<<"$DEPENDS" || fail "Depends lacks Qt 6 Core (libqt6core6)"
+if [[ $GUI == 1 ]]; then  # the SVG plugins, invisible to dpkg-shlibdeps (packaging/CMakeLists.txt)
+  grep -qE '(^|, )libqt6svg6' <<<"$DEPENDS" || fail "Depends lacks libqt6svg6 (the SVG icon)"
+fi
 
 # As root, install it with dpkg into an empty root (its Depends forced: that root has no other
 # package; `apt-get install -s ./spillway_*.deb` checks them against the machine's); else unpack.
