@@ -589,5 +589,60 @@ TEST(Archs, PlanCountsGemma3SlidingKvPerLayer) {
   EXPECT_LT(p->kv_bytes * 5, d->kv_bytes);  // 1 global layer of 6: about a sixth
 }
 
+// The speed calibration's repeat_kv with a sliding span (8) shorter than a block (16): the
+// sliding group holds no whole block, so its one held block, partly filled, stands for every
+// block, its unwritten rows copies of the written ones (a gemma3 file failed to calibrate with
+// "repeating the KV needs a whole 256-token block").
+TEST(Archs, Gemma3RepeatKvWithASlidingSpanShorterThanABlock) {
+  TempDir dir;
+  auto m = load(dir, arch_test_spec("gemma3"));
+  ASSERT_NE(m, nullptr);
+  kv::KvSettings kv;
+  kv.block_size = 16;
+  kv.window_tokens = 32;
+  auto s = cpu_session(*m, 2, 512, kv);
+  ASSERT_NE(s, nullptr);
+  auto* cs = dynamic_cast<cpu::CpuSession*>(s.get());
+  ASSERT_TRUE(s->eval(prompt_of(40, m->config().n_vocab, 5), true).ok());
+  const kv::KvCacheSet& set = cs->caches();
+  ASSERT_EQ(set.n_groups(), 2);
+  const kv::KvCache& sliding = set.group(1);
+  ASSERT_EQ(set.group_span(1), 8);
+  const int64_t first = sliding.first_held_block();
+  ASSERT_EQ(first, 2);  // positions 32-39 of block 2 are the only ones held
+  ASSERT_EQ(sliding.n_tokens() / 16, first) << "no whole block held";
+  const auto sz = [](int64_t a) { return static_cast<size_t>(a); };
+  std::vector<uint8_t> src(sz(sliding.block_bytes()));
+  ASSERT_TRUE(sliding.read_block(first, src).ok());
+
+  const Status st = cs->repeat_kv(300);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(s->n_past(), 300);
+  EXPECT_EQ(set.group(0).n_tokens(), 300);
+  EXPECT_EQ(sliding.n_tokens(), 300);
+  EXPECT_EQ(sliding.first_held_block(), (300 - 8) / 16);
+  // Every held block of the sliding group: row r of each (layer, KV head) K and V part is the
+  // source block's written row r % 8.
+  const kv::TierLayout& L = sliding.layout();
+  std::vector<uint8_t> got(sz(sliding.block_bytes()));
+  for (int64_t b = sliding.first_held_block(); b < kv::ceil_div(int64_t{300}, 16); ++b) {
+    ASSERT_TRUE(sliding.read_block(b, got).ok());
+    for (int64_t part = 0; part < L.block_bytes / L.layer_bytes * 2; ++part) {
+      const bool is_v = part % 2 == 1;
+      const int64_t row = is_v ? L.row_v : L.row_k;
+      const int64_t off = part / 2 * L.layer_bytes + (is_v ? L.layer_k_bytes : 0);
+      for (int64_t r = 0; r < 16; ++r) {
+        EXPECT_TRUE(std::equal(got.begin() + off + r * row, got.begin() + off + (r + 1) * row,
+                               src.begin() + off + (r % 8) * row))
+            << "block " << b << " part " << part << " row " << r;
+      }
+    }
+  }
+  const int32_t one[1] = {7};
+  ASSERT_TRUE(s->eval(one, true).ok());
+  EXPECT_EQ(s->n_past(), 301);
+  EXPECT_TRUE(std::all_of(s->logits().begin(), s->logits().end(),
+                          [](float x) { return std::isfinite(x); }));
+}
 }  // namespace
 }  // namespace spw

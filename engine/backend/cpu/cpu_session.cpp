@@ -33,6 +33,26 @@ int resolve_threads(int n) {
   return hw == 0 ? 1 : static_cast<int>(hw);
 }
 
+// Rows [rows, block_size) of every (layer, KV head) K and V part of a block in the restore
+// layout (kv_cache.h: per layer [n_kv_heads][block_size][row] K, then V) become copies of rows
+// [0, rows) in turn, so a partly filled block can stand for a full one.
+void fill_unwritten_rows(const kv::TierLayout& L, int64_t rows, std::span<uint8_t> block) {
+  const int64_t bs = L.block_size;
+  const int64_t n_layer = L.block_bytes / L.layer_bytes;
+  const int64_t n_head = L.layer_k_bytes / (bs * L.row_k);
+  for (int64_t il = 0; il < n_layer; ++il) {
+    for (const bool is_v : {false, true}) {
+      const int64_t row = is_v ? L.row_v : L.row_k;
+      uint8_t* part = block.data() + il * L.layer_bytes + (is_v ? L.layer_k_bytes : 0);
+      for (int64_t h = 0; h < n_head; ++h) {
+        uint8_t* head = part + h * bs * row;
+        for (int64_t r = rows; r < bs; ++r)
+          std::memcpy(head + r * row, head + (r % rows) * row, static_cast<size_t>(row));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
@@ -509,7 +529,12 @@ Status CpuSession::repeat_kv(int64_t n_tokens) {
     const kv::KvCache& c = cache_->group(g);
     const int64_t bs = c.layout().block_size;
     const int64_t first = c.first_held_block();
-    const int64_t end = std::min(c.n_tokens() / bs, first + kMaxSourceBlocks);
+    int64_t end = std::min(c.n_tokens() / bs, first + kMaxSourceBlocks);
+    // A sliding group may hold no whole block (its span is shorter than a block): its one held
+    // block, partly filled, is the source, its unwritten rows copies of the written ones.
+    const int64_t rows = c.n_tokens() - first * bs;
+    const bool partial = end <= first && c.layout().span_tokens > 0 && rows > 0;
+    if (partial) end = first + 1;
     if (end <= first) {
       return make_error("repeating the KV needs a whole {}-token block; {} positions are stored",
                         bs, n_past_);
@@ -517,6 +542,7 @@ Status CpuSession::repeat_kv(int64_t n_tokens) {
     for (int64_t b = first; b < end; ++b) {
       std::vector<uint8_t>& bytes = source[sz(g)].emplace_back(sz(c.block_bytes()));
       if (auto st = c.read_block(b, bytes); !st) return st;
+      if (partial) fill_unwritten_rows(c.layout(), rows, bytes);
     }
   }
   for (int64_t g = 0; g < cache_->n_groups(); ++g) {

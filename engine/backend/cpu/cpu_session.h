@@ -105,7 +105,9 @@ class CpuSession final : public Session {
   Status load_kv(const std::string& path);
   /// For speed calibration only (app/runtime/speed_profile.h): rebuilds the cache holding
   /// n_tokens positions whose blocks are copies of the first whole blocks stored now (at most
-  /// four, in turn; per layer group), placed in the tiers a run of that length puts them in
+  /// four, in turn; per layer group; a sliding group holding no whole block repeats its one
+  /// held block, its unwritten rows copies of the written ones), placed in the tiers a run of
+  /// that length puts them in
   /// (KvCache::restore()). n_past() becomes n_tokens and tokens() the stored tokens repeated.
   /// Later evals cost what they cost at that depth (attention reads every position, wherever
   /// it lies), but what they compute continues no text. Errors, the session unchanged: no whole
