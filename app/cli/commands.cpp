@@ -227,7 +227,8 @@ int run_info(const InfoArgs& a) {
   int64_t n_swa_layers = 0;
   for (int64_t il = 0; il < c.n_layer; ++il) n_swa_layers += c.attn_span(il) > 0 ? 1 : 0;
   // KV per layer at the trained context, f16: what each layer's attention can read (a sliding
-  // layer only its window) against what the cache keeps today (the whole context everywhere).
+  // layer only its window; what the CPU engine keeps) against the whole context everywhere
+  // (what the CUDA backend keeps).
   const int64_t layer_f16 = c.layer_kv_bytes_per_token(2);
   int64_t kv_needed_f16 = 0;
   for (int64_t il = 0; il < c.n_layer; ++il)
@@ -281,8 +282,11 @@ int run_info(const InfoArgs& a) {
                         {"tokens_read_at_n_ctx_train", c.layer_kv_tokens(il, c.n_ctx_train)}});
     }
     j["kv_layers"] = layers;
-    j["kv_bytes_at_n_ctx_train_f16"] = {{"kept", c.kv_bytes_per_token(2) * c.n_ctx_train},
-                                        {"read", kv_needed_f16}};
+    // The CPU engine drops a sliding layer's KV past its window (to a block); the CUDA backend
+    // keeps every position in every layer (one layer group on the GPU).
+    j["kv_bytes_at_n_ctx_train_f16"] = {{"read", kv_needed_f16},
+                                        {"kept_cpu", kv_needed_f16},
+                                        {"kept_cuda", c.kv_bytes_per_token(2) * c.n_ctx_train}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -346,8 +350,9 @@ int run_info(const InfoArgs& a) {
     }
     const int64_t n_global = c.n_layer - n_swa_layers;
     fmt::print(
-        "KV at trained ctx {} tokens, f16: {}{} per sliding layer ({}: window {}); the layers "
-        "read {} of the {} the cache keeps (every position in every layer)\n",
+        "KV at trained ctx {} tokens, f16: {}{} per sliding layer ({}: window {}); {} in all "
+        "(sliding layers drop their KV past the window; with CUDA the cache keeps every "
+        "position in every layer: {})\n",
         c.n_ctx_train,
         n_global > 0 ? fmt::format("{} per global layer ({}), ",
                                    format_size(c.n_ctx_train * layer_f16), n_global)

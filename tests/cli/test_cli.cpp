@@ -349,8 +349,9 @@ TEST(CliInfo, ReportsExpertsWindowsAndScaling) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("KV at trained ctx 256 tokens, f16: 32.0 KiB per global layer (1), "
-                       "1.0 KiB per sliding layer (0-4: window 8); the layers read 37.0 KiB of "
-                       "the 192.0 KiB"),
+                       "1.0 KiB per sliding layer (0-4: window 8); 37.0 KiB in all (sliding "
+                       "layers drop their KV past the window; with CUDA the cache keeps every "
+                       "position in every layer: 192.0 KiB)"),
             std::string::npos)
       << r.out;
   r = run({"info", "-m", gp.string(), "--json"});
@@ -363,7 +364,8 @@ TEST(CliInfo, ReportsExpertsWindowsAndScaling) {
   EXPECT_EQ(gj["kv_layers"][5]["tokens_read_at_n_ctx_train"], 256);
   EXPECT_EQ(gj["kv_layers"][5]["bytes_per_token_f16"], 128);
   EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["read"], 5 * 8 * 128 + 256 * 128);
-  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["kept"], 6 * 256 * 128);
+  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["kept_cpu"], 5 * 8 * 128 + 256 * 128);
+  EXPECT_EQ(gj["kv_bytes_at_n_ctx_train_f16"]["kept_cuda"], 6 * 256 * 128);
 
   TestModelSpec y;
   y.arch = "qwen2";
