@@ -244,8 +244,12 @@ int run_plan(const PlanArgs& a) {
         "tokens/s.",
         kv::group_thousands(planned_tokens), about(prefill_s), decode_tps);
   } else if (prefill_s > 0) {
-    summary += fmt::format(" Prefilling {} tokens takes at least {} (memory traffic alone).",
-                           kv::group_thousands(planned_tokens), about(prefill_s));
+    // A floor, not an estimate: "at least under a second" read as nonsense.
+    summary += fmt::format(
+        " Prefilling {} tokens takes {} (memory traffic alone; the real time is longer).",
+        kv::group_thousands(planned_tokens),
+        prefill_s < 90 ? fmt::format("at least {:.2g} s", prefill_s)
+                       : "at least " + about(prefill_s).substr(6));  // "about 5 min" -> "5 min"
   }
 
   if (a.json) {
