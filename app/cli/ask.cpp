@@ -142,10 +142,20 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   auto* c = app.add_subcommand(
       "ask", "Ask a question about a document (whole document in context, cited pages)");
   c->add_option("-m,--model", a.model, "GGUF file")->required();
-  auto* o_doc = c->add_option("--doc", a.doc_id, "Document id in the library (see docs list)");
+  // One document per ask: a second --doc is refused instead of silently replacing the first.
+  auto* o_doc = c->add_option("--doc", a.doc_id, "Document id in the library (see docs list)")
+                    ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
   auto* o_file = c->add_option("file", a.file, "A PDF file: ingested first (or found by hash)");
   o_doc->excludes(o_file);
-  c->add_option("-q,--question", a.question, "The question")->required();
+  c->add_option("-q,--question", a.question, "The question")
+      ->required()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            return v.find_first_not_of(" \t\r\n") == std::string::npos
+                       ? std::string("-q: the question is empty")
+                       : std::string();
+          },
+          "TEXT"));
   c->add_option("-n,--n-predict", a.n_predict,
                 "Answer tokens (-1: until end of text or the context is full)")
       ->capture_default_str()

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/option_checks.h"
 #include "app/ingest/ingest.h"
 #include "app/ingest/normalize.h"
 #include "app/paths.h"
@@ -215,7 +216,9 @@ CLI::App* add_docs_command(CLI::App& app, DocsArgs& a) {
   a.search = c->add_subcommand("search", "Full-text search: document, page and a snippet");
   a.search->add_option("query", a.query, "Words to find (all of them, on one page)")->required();
   a.search->add_option("--doc", a.doc, "Only in this document");
-  a.search->add_option("--limit", a.limit, "At most this many hits")->capture_default_str();
+  a.search->add_option("--limit", a.limit, "At most this many hits")
+      ->capture_default_str()
+      ->check(int_range("--limit", 1, kMaxInt));
   a.remove = c->add_subcommand("remove", "Remove a document, its pages and its chats");
   a.remove->add_option("id", a.id, "Document id")->required();
   a.rename = c->add_subcommand(

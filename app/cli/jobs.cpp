@@ -521,8 +521,21 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   add->add_flag("--no-snapshot", a.no_snapshot, "Neither restore nor save documents' KV");
   add->add_flag("--no-map-reduce", a.no_map_reduce,
                 "Fail a document longer than the context instead of answering over parts");
-  add->add_option("--at", a.at, "Run at this ISO 8601 date-time (local, or with Z/+HH:MM)");
-  add->add_option("--nightly", a.nightly, "Run at the next HH:MM, local time");
+  // Checked while parsing, so a refused value exits 2 as other refused values do.
+  add->add_option("--at", a.at, "Run at this ISO 8601 date-time (local, or with Z/+HH:MM)")
+      ->check(parsed_by(
+          [](const std::string& v) {
+            auto t = app::parse_iso8601(v);
+            return t ? std::string() : "--at: " + t.error().message;
+          },
+          "DATE-TIME"));
+  add->add_option("--nightly", a.nightly, "Run at the next HH:MM, local time")
+      ->check(parsed_by(
+          [](const std::string& v) {
+            auto m = app::parse_hhmm(v);
+            return m ? std::string() : "--nightly: " + m.error().message;
+          },
+          "HH:MM"));
   add->add_flag("--when-idle", a.when_idle,
                 "Run when Spillway has not been used interactively for --idle-minutes and the "
                 "load is below one core");

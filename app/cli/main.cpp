@@ -72,9 +72,12 @@ const char* dash_query(int argc, char** argv, const CLI::App& search) {
     }
     if (arg.size() < 2 || arg[0] != '-') continue;
     const std::string name = arg.substr(0, arg.find('='));
-    bool known = false;
-    for (const CLI::Option* o : search.get_options()) known |= o->check_name(name);
-    if (!known) return argv[i];
+    const CLI::Option* known = nullptr;
+    for (const CLI::Option* o : search.get_options())
+      if (o->check_name(name)) known = o;
+    if (known == nullptr) return argv[i];
+    // The value of a known option ("--limit -1") is that option's, not a query.
+    if (arg.find('=') == std::string::npos && known->get_type_size() > 0) ++i;
   }
   return nullptr;
 }

@@ -192,6 +192,14 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
     std::fprintf(stderr, "error: %s\n", ours ? what.c_str() + colon + 2 : what.c_str());
     return kExitBadValue;
   }
+  // CLI11 says "--doc: At Most 1 required but received 2" for a repeated one-value option.
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
+      what.find(": At Most 1 required but received ") != std::string::npos) {
+    const std::string name = what.substr(0, what.find(": "));
+    std::fprintf(stderr, "error: %s takes one value; it was given %s times\n", name.c_str(),
+                 what.substr(what.rfind(' ') + 1).c_str());
+    return kExitBadValue;
+  }
   // CLI11 says "Could not convert: --seed = abc": name the option and what it takes.
   const std::string prefix = "Could not convert: ";
   if (what.rfind(prefix, 0) == 0 && what.find(" = ") != std::string::npos) {

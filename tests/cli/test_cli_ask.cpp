@@ -524,7 +524,6 @@ TEST_F(CliAsk, ErrorsAreClear) {
   for (const Case& c : std::vector<Case>{
            {with(base(), {"--doc", "99"}), "no document with id 99"},
            {with(base(), {}), "ask needs a document: --doc ID or a PDF file"},
-           {with(base(" "), {pdf.string()}), "the question is empty"},
            {{"ask", "-m", (data_ / "missing.gguf").string(), "-q", "x", "--data-dir",
              data_.string(), pdf.string()},
             "missing.gguf"},
@@ -536,6 +535,14 @@ TEST_F(CliAsk, ErrorsAreClear) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+  // An empty question and a second --doc are refused while parsing: exit 2, nothing run.
+  const CliResult empty = run(with(base(" "), {pdf.string()}));
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("error: -q: the question is empty"), std::string::npos) << empty.err;
+  const CliResult two = run(with(base(), {"--doc", "1", "--doc", "2"}));
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_EQ(two.err, "error: --doc takes one value; it was given 2 times\n");
+  EXPECT_TRUE(two.out.empty()) << two.out;
   // A value out of range: exit 2, with the range.
   const CliResult n0 = run({"ask", "-m", stories().string(), "-q", "x", "-n", "0", "--data-dir",
                             data_.string(), pdf.string()});

@@ -514,8 +514,8 @@ TEST(CliDocs, ErrorsForUnknownIdsAndMissingCommands) {
   EXPECT_EQ(bare.exit_code, 1);
   for (const char* limit : {"0", "-1"}) {
     const CliResult lim = run(with_data({"docs", "search", "x", "--limit", limit}, d));
-    EXPECT_EQ(lim.exit_code, 1) << limit;
-    EXPECT_EQ(lim.err, std::string("error: --limit ") + limit + ": at least 1 hit (default 20)\n");
+    EXPECT_EQ(lim.exit_code, 2) << limit << ": a value out of range, refused while parsing";
+    EXPECT_EQ(lim.err, std::string("error: --limit must be 1..2147483647, got ") + limit + "\n");
   }
   const CliResult no_files = run(with_data({"ingest"}, d));
   EXPECT_EQ(no_files.exit_code, 1);
