@@ -1,7 +1,9 @@
 #include "app/cli/ingest_docs.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -58,7 +60,24 @@ Expected<std::unique_ptr<Library>> open_existing_library(const std::string& data
   const std::filesystem::path file = app::library_db_file(paths->data_dir);
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return open_library(data_dir);
-  return access == Access::Read ? Library::open_read_only(file) : Library::open(file);
+  if (access == Access::Read) return Library::open_read_only(file);
+  auto lib = Library::open(file);
+  // SQLite says only "unable to open database file" when the folder cannot be written (a
+  // read-only mount, a folder without write permission): name the folder and the setting
+  // instead. A full disk keeps its own message (the caller's, which says what to free).
+  if (!lib) {
+    const std::string dir = paths->data_dir.string();
+    struct statvfs vfs {};
+    const bool ro = ::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
+    const bool denied = !ro && ::access(dir.c_str(), W_OK) != 0 && errno == EACCES;
+    if (ro || denied) {
+      return make_error(
+          "the data folder '{}' is {}: renaming or removing a document writes the library "
+          "(choose another with --data-dir)",
+          dir, ro ? "on a read-only file system" : "not writable");
+    }
+  }
+  return lib;
 }
 
 nlohmann::json document_json(const DocumentRecord& d) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -117,8 +118,45 @@ TEST_F(CliReadOnlyLibrary, ReadersWorkInAReadOnlyFolder) {
   expect_reading_works(run);
   const CliResult rm = run(with_data({"docs", "remove", "1"}));
   EXPECT_EQ(rm.exit_code, 1);
-  EXPECT_NE(rm.err.find("error: "), std::string::npos) << rm.err;
+  EXPECT_NE(rm.err.find("error: the data folder '" + data_.string() + "' is not writable"),
+            std::string::npos)
+      << rm.err;
   fs::permissions(data_, fs::perms::owner_all);
+}
+
+// A read-only mount (root can write into a read-only folder, not into a read-only file
+// system): the readers work, and rename and remove name the folder and the setting instead of
+// SQLite's "unable to open database file".
+TEST_F(CliReadOnlyLibrary, RenameAndRemoveOnAReadOnlyMountNameTheFolder) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a bind mount needs root";
+  const fs::path ro = data_.string() + "-ro";
+  fs::create_directories(ro);
+  const std::string mount = "mount --bind '" + data_.string() + "' '" + ro.string() +
+                            "' && mount -o remount,bind,ro '" + ro.string() + "' 2>/dev/null";
+  if (std::system(mount.c_str()) != 0) {
+    std::system(("umount '" + ro.string() + "' 2>/dev/null").c_str());
+    GTEST_SKIP() << "this machine allows no read-only bind mount";
+  }
+  const auto on_ro = [&](std::vector<std::string> args) {
+    args.push_back("--data-dir");
+    args.push_back(ro.string());
+    return run(args);
+  };
+  const CliResult list = on_ro({"docs", "list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("Lease Agreement"), std::string::npos) << list.out;
+  for (const auto& args : std::vector<std::vector<std::string>>{{"docs", "rename", "1", "Other"},
+                                                                {"docs", "remove", "1"}}) {
+    const CliResult r = on_ro(args);
+    EXPECT_EQ(r.exit_code, 1) << args[1];
+    EXPECT_EQ(r.err, "error: the data folder '" + ro.string() +
+                         "' is on a read-only file system: renaming or removing a document "
+                         "writes the library (choose another with --data-dir)\n");
+  }
+  EXPECT_EQ(std::system(("umount '" + ro.string() + "'").c_str()), 0);
+  // Nothing changed: the document is there under its title.
+  const CliResult after = run(with_data({"docs", "list"}));
+  EXPECT_NE(after.out.find("Lease Agreement"), std::string::npos) << after.out;
 }
 
 }  // namespace
