@@ -130,6 +130,7 @@ int run_plan(const PlanArgs& a) {
   in.head_dim = c.head_dim;
   in.head_dim_v = c.head_dim_v;
   in.weights_bytes = kv::decode_weight_bytes(model);
+  in.resident_weights_bytes = mapped_weight_bytes(model);  // a MoE's unused experts too
   in.n_ctx = context->n_ctx;
   in.type_k = *type_k;
   in.type_v = *type_v;
@@ -261,6 +262,7 @@ int run_plan(const PlanArgs& a) {
     j["head_dim"] = c.head_dim;
     j["head_dim_v"] = c.head_dim_v;
     j["weights_bytes"] = in.weights_bytes;
+    j["resident_weights_bytes"] = in.resident_weights();
     j["n_ctx"] = in.n_ctx;
     j["n_ctx_train"] = c.n_ctx_train;
     j["context_chosen"] = context->chosen;  // no -c, no host budget: the default's budgets
@@ -324,7 +326,11 @@ int run_plan(const PlanArgs& a) {
   fmt::print("{}\n\n", summary);
   fmt::print("model       {}: {}, {} layers, {} KV heads, head_dim {}/{}\n", a.model, c.arch_name,
              c.n_layer, c.n_head_kv, c.head_dim, c.head_dim_v);
-  fmt::print("weights     {} read per decoded token\n", format_size(in.weights_bytes));
+  fmt::print(
+      "weights     {} read per decoded token{}\n", format_size(in.weights_bytes),
+      in.resident_weights() > in.weights_bytes * 11 / 10
+          ? fmt::format(", {} held in memory (every expert)", format_size(in.resident_weights()))
+          : std::string());
   fmt::print("context     {} tokens, KV {}/{}: {} bytes per token, {} in all\n", in.n_ctx,
              kv::kv_type_label(in.type_k), kv::kv_type_label(in.type_v), p.kv_bytes_per_token,
              format_size(p.kv_bytes));
@@ -362,7 +368,7 @@ int run_plan(const PlanArgs& a) {
       fmt::print("\nfits        no: the budgets hold all {} tokens, {}\n", in.n_ctx,
                  in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram
                      ? "this machine's memory does not"
-                 : mem_given > 0 && (p.gpu ? 0 : in.weights_bytes) + p.ram_kv_bytes > mem_given
+                 : mem_given > 0 && (p.gpu ? 0 : in.resident_weights()) + p.ram_kv_bytes > mem_given
                      ? "--mem-available does not"
                      : "the tiers' homes do not");
     } else {

@@ -113,6 +113,7 @@ PlanSummary plan_document_ask(const Engine& engine, const DocumentText& doc,
   in.head_dim = c.head_dim;
   in.head_dim_v = c.head_dim_v;
   in.weights_bytes = kv::decode_weight_bytes(engine.model());
+  in.resident_weights_bytes = mapped_weight_bytes(engine.model());  // a MoE's every expert
   in.n_ctx = std::max<int64_t>(1, s.planned_tokens);
   in.type_k = ggml_kv_type(es.kv_type_k);
   in.type_v = ggml_kv_type(es.kv_type_v);

@@ -114,8 +114,8 @@ Expected<TierLayout> layout_of(const PlanInput& in) {
   auto t = plan_tiers(tc);
   if (!t) return make_error("plan: {}", t.error().message);
   if (gpu && !in.kv.window_tokens &&
-      in.weights_bytes + t->window_blocks * t->block_bytes > in.vram) {
-    const int64_t room = in.vram - in.weights_bytes;
+      in.resident_weights() + t->window_blocks * t->block_bytes > in.vram) {
+    const int64_t room = in.vram - in.resident_weights();
     const int64_t recent =
         room > 0 ? fit_recent_blocks(room / t->block_bytes, 0, t->window) : int64_t{0};
     if (recent >= 1) {
@@ -191,11 +191,11 @@ Expected<Plan> compute(const PlanInput& in) {
         format_size(p.disk.bytes), format_size(in.spill_free_bytes)));
   }
   if (p.gpu) {
-    p.vram_bytes = in.weights_bytes + p.window.bytes;
+    p.vram_bytes = in.resident_weights() + p.window.bytes;
     if (p.vram_bytes > in.vram) {
-      p.problems.push_back(fmt::format("weights {} + window {} = {} do not fit in --vram {}",
-                                       format_size(in.weights_bytes), format_size(p.window.bytes),
-                                       format_size(p.vram_bytes), format_size(in.vram)));
+      p.problems.push_back(fmt::format(
+          "weights {} + window {} = {} do not fit in --vram {}", format_size(in.resident_weights()),
+          format_size(p.window.bytes), format_size(p.vram_bytes), format_size(in.vram)));
     }
   }
   if (in.physical_ram > 0 && p.ram_kv_bytes > in.physical_ram) {
@@ -204,7 +204,7 @@ Expected<Plan> compute(const PlanInput& in) {
   }
   if (in.mem_available > 0) {
     // The weights are read from RAM (mapped) unless a GPU holds them.
-    const int64_t weights_ram = p.gpu ? 0 : in.weights_bytes;
+    const int64_t weights_ram = p.gpu ? 0 : in.resident_weights();
     if (weights_ram + p.ram_kv_bytes > in.mem_available) {
       p.problems.push_back(
           p.gpu ? fmt::format("KV in RAM {} is more than --mem-available {}",
@@ -341,13 +341,14 @@ Expected<Plan> make_plan(const PlanInput& in) {
     }
   }
   // A window that fits the GPU beside the weights.
-  if (vram_problem && in.weights_bytes >= in.vram) {
-    p.suggestions.push_back({"cpu", "(leave out --vram)",
-                             fmt::format("the weights alone ({}) fill --vram {}; run on the CPU",
-                                         format_size(in.weights_bytes), format_size(in.vram))});
+  if (vram_problem && in.resident_weights() >= in.vram) {
+    p.suggestions.push_back(
+        {"cpu", "(leave out --vram)",
+         fmt::format("the weights alone ({}) fill --vram {}; run on the CPU",
+                     format_size(in.resident_weights()), format_size(in.vram))});
   } else if (vram_problem && p.block_bytes > 0) {
     const int64_t sink_blocks = ceil_div(std::min(in.kv.n_sinks, in.n_ctx), p.block_size);
-    const int64_t recent_blocks = (in.vram - in.weights_bytes) / p.block_bytes - sink_blocks;
+    const int64_t recent_blocks = (in.vram - in.resident_weights()) / p.block_bytes - sink_blocks;
     if (recent_blocks >= 1) {
       const int64_t w = recent_blocks * p.block_size;
       p.suggestions.push_back(

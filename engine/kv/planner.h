@@ -57,7 +57,14 @@ struct PlanInput {
   // global), or empty: every layer global. Sliding layers keep only their span's blocks
   // (kv_cache_set.h): the tiers and budgets are the global layers'.
   std::vector<int64_t> layer_span;
-  int64_t weights_bytes = 0;  // bytes of weights one decode step reads
+  int64_t weights_bytes = 0;  // bytes of weights one decode step reads (the speed)
+  // Bytes of weights held while the model runs (every tensor; a mixture of experts' unused
+  // experts too): what the memory checks count (RAM without a GPU, --vram with one). 0: the
+  // same as weights_bytes.
+  int64_t resident_weights_bytes = 0;
+  int64_t resident_weights() const {
+    return resident_weights_bytes > 0 ? resident_weights_bytes : weights_bytes;
+  }
   // Run: the context and the KV settings generate takes (budgets in bytes).
   int64_t n_ctx = 0;  // tokens to hold (>= 1)
   GgmlType type_k = GgmlType::F16;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/common/size.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/json_output.h"
 #include "tests/support/test_model.h"
@@ -255,6 +256,48 @@ TEST(CliPlan, TheVerdictUsesMemAvailableWhenGiven) {
   EXPECT_EQ(fits.out.rfind("A 2,048-token context fits --mem-available 64.0 MiB.", 0), 0u)
       << fits.out;
   EXPECT_NE(fits.out.find("fits        yes: all 2048 tokens\n"), std::string::npos) << fits.out;
+}
+
+// A mixture of experts reads only the chosen experts per token, but holds every expert in
+// memory: --mem-available between the two is refused, with the resident bytes named.
+TEST(CliPlan, AMixtureOfExpertsHoldsEveryExpertInMemory) {
+  TestModelSpec moe;
+  moe.arch = "qwen3moe";
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  moe.n_ff_exp = 256;
+  moe.n_ctx = 2048;
+  const fs::path path = tmp_dir() / "plan-qwen3moe.gguf";
+  ASSERT_TRUE(write_test_model(moe, path.string()).ok());
+  const std::vector<std::string> base = {"plan",           "-m",    path.string(), "-c", "2048",
+                                         "--no-calibrate", "--json"};
+  const CliResult big = run([&] {
+    auto a = base;
+    a.insert(a.end(), {"--mem-available", "1G"});
+    return a;
+  }());
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  const nlohmann::json j = parse_one_object(big.out);
+  const int64_t read = j["weights_bytes"].get<int64_t>();
+  const int64_t held = j["resident_weights_bytes"].get<int64_t>();
+  const int64_t kv = j["ram_kv_bytes"].get<int64_t>();
+  // Every tensor is held (the file's tensor data): more than the per-token share by at least
+  // 3 x 6 of the 8 experts' matrices in each layer.
+  const int64_t unused = 3 * moe.n_embd * moe.n_ff_exp * 6 * moe.n_layer * 4;  // f32 weights
+  EXPECT_GE(held - read, unused) << j.dump();  // and token_embd, the norms
+  EXPECT_LT(held, static_cast<int64_t>(fs::file_size(path)));
+  // Room for what one token reads and the KV, not for every expert: does not fit.
+  const int64_t between = read + kv + unused / 2;
+  auto mid = base;
+  mid.insert(mid.end(), {"--mem-available", std::to_string(between)});
+  const CliResult r = run(mid);
+  ASSERT_EQ(r.exit_code, 3) << r.err << r.out;
+  const nlohmann::json m = parse_one_object(r.out);
+  EXPECT_EQ(m["fits"], false);
+  ASSERT_EQ(m["problems"].size(), 1u) << m.dump();
+  EXPECT_NE(m["problems"][0].get<std::string>().find("weights " + format_size(held) + " + KV"),
+            std::string::npos)
+      << m["problems"][0];
 }
 
 // plan and generate mean the same by the same flags: for budgets, blocks, windows and sinks
