@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include <fmt/format.h>
 #include <QByteArray>
@@ -129,9 +130,11 @@ void note(const RunSetup& rs, const std::string& line) {
 
 // Prefills `prefix` (the session empty, no logits) in slices of kPrefillSliceTokens, resuming
 // from `checkpoint` when it holds a beginning of `prefix`, and saving it every
-// checkpoint_tokens / checkpoint_seconds and when cancelled. Returns the tokens resumed from.
+// checkpoint_tokens / checkpoint_seconds and when cancelled. Returns the tokens resumed from;
+// `on_resumed` hears of them before the rest is prefilled (progress: restored, not computed).
 Expected<int64_t> prefill_with_checkpoints(cpu::CpuSession& s, const std::vector<int32_t>& prefix,
-                                           const std::string& checkpoint, const RunSetup& rs) {
+                                           const std::string& checkpoint, const RunSetup& rs,
+                                           const std::function<void(int64_t)>& on_resumed) {
   const AskParams& p = *rs.params;
   const auto n = static_cast<int64_t>(prefix.size());
   const bool on = p.checkpoint_tokens > 0;
@@ -149,6 +152,7 @@ Expected<int64_t> prefill_with_checkpoints(cpu::CpuSession& s, const std::vector
         resumed = held;
         note(rs, fmt::format("resuming the prefill from a checkpoint: {} of {} tokens restored",
                              held, n));
+        if (on_resumed) on_resumed(held);
       } else {
         note(rs, fmt::format("prefill checkpoint {} holds other tokens; prefilling from the start",
                              checkpoint));
@@ -300,7 +304,9 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
           return outer ? outer(done, total) : true;
         });
       }
-      auto done = prefill_with_checkpoints(*cpu, pt.prefix, checkpoint, rs);
+      auto done = prefill_with_checkpoints(*cpu, pt.prefix, checkpoint, rs, [progress](int64_t n) {
+        if (progress) progress->prompt_restored(n);
+      });
       s.set_eval_progress(outer);
       if (!done) return done.error();
       run.resumed_from_tokens = *done;
