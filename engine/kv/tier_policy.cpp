@@ -313,8 +313,11 @@ Expected<TierLayout> fit_ram_budget(TierConfig c, int64_t ram_budget) {
 Expected<ContextChoice> choose_context(const ContextRequest& r) {
   ContextChoice out;
   out.kv = r.kv;
-  out.n_ctx = r.n_ctx > 0 ? r.n_ctx : r.n_ctx_train;
-  TierConfig tc = tier_config(r.kv, WindowHome::Ram, r.n_ctx_train);
+  // A file may claim more context than a cache can hold (context_length 4294967295): plan for
+  // the most a cache holds, so -c (or the budgets) still choose a context that runs.
+  const int64_t trained = std::min(r.n_ctx_train, kMaxContextTokens);
+  out.n_ctx = r.n_ctx > 0 ? r.n_ctx : trained;
+  TierConfig tc = tier_config(r.kv, WindowHome::Ram, trained);
   tc.n_layer = r.shape.n_layer;
   tc.n_kv_heads = r.shape.n_kv_heads;
   tc.head_dim = r.shape.head_dim;

@@ -739,6 +739,24 @@ TEST(TierPolicyDefaultContext, SlidingLayersCountOnlyTheirWindow) {
   EXPECT_EQ(all.trained_kv_bytes, 35 * 4096);
 }
 
+// A file that claims more context than a cache can hold (llama.context_length 4294967295):
+// -c chooses the context as usual, and without it the budget does, within kMaxContextTokens
+// (it was "context of 4294967295 tokens is too large" whatever -c said).
+TEST(TierPolicyDefaultContext, ATrainedContextBeyondWhatACacheHoldsStillRuns) {
+  ContextRequest r = default_request(400'000);
+  r.n_ctx_train = 4294967295;
+  r.n_ctx = 512;
+  const ContextChoice given = choice_ok(r);
+  EXPECT_EQ(given.n_ctx, 512);
+  EXPECT_FALSE(given.chosen);
+  r.n_ctx = 0;
+  const ContextChoice chosen = choice_ok(r);
+  EXPECT_TRUE(chosen.chosen);
+  EXPECT_GT(chosen.n_ctx, 0);
+  EXPECT_LE(chosen.n_ctx, kMaxContextTokens);
+  EXPECT_NE(chosen.note.find(" of 4,294,967,295 trained"), std::string::npos) << chosen.note;
+}
+
 TEST(TierPolicyDefaultContext, ADiskBudgetHoldsTheBlocksPastTheRam) {
   ContextRequest r = default_request(400'000);
   r.kv.disk_budget = 10 * kBlock16Bytes;
