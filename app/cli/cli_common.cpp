@@ -1,6 +1,8 @@
 #include "app/cli/cli_common.h"
 
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "engine/tokenizer/unicode.h"
 
@@ -10,14 +12,23 @@ void Utf8Streamer::write(const std::string& bytes) {
   pending_ += bytes;
   size_t cut = unicode::complete_utf8_prefix(pending_);
   if (cut > 0) {
-    std::fwrite(pending_.data(), 1, cut, out_);
+    // Bytes that start no well-formed sequence (a random model's stray continuation bytes, a
+    // lead byte the next piece did not continue) go out as U+FFFD, as --json writes them.
+    std::vector<uint32_t> unused;
+    const std::string text =
+        unicode::sanitize_utf8(std::string_view(pending_).substr(0, cut), unused);
+    std::fwrite(text.data(), 1, text.size(), out_);
     std::fflush(out_);
     pending_.erase(0, cut);
   }
 }
 
 void Utf8Streamer::finish() {
-  if (!pending_.empty()) std::fwrite(pending_.data(), 1, pending_.size(), out_);
+  if (!pending_.empty()) {
+    std::vector<uint32_t> unused;  // a sequence cut by the end of the answer: U+FFFD
+    const std::string text = unicode::sanitize_utf8(pending_, unused);
+    std::fwrite(text.data(), 1, text.size(), out_);
+  }
   pending_.clear();
   std::fflush(out_);
 }

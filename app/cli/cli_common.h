@@ -14,7 +14,8 @@
 namespace spw::cli {
 
 /// Emits bytes to a stream, holding back an incomplete UTF-8 sequence at the end so a
-/// multi-byte character split across byte tokens is never printed half.
+/// multi-byte character split across byte tokens is never printed half; bytes that cannot be
+/// UTF-8 (and a sequence the end cuts) are written as U+FFFD, so stdout is always valid UTF-8.
 class Utf8Streamer {
  public:
   explicit Utf8Streamer(FILE* out) : out_(out) {}

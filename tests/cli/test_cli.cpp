@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/backend/device.h"
+#include "engine/tokenizer/unicode.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/hostile_gguf.h"
 #include "tests/support/test_model.h"
@@ -82,6 +83,20 @@ TEST(CliGenerate, StoriesGreedyMatchesReference) {
                   "0", "--json", "--reference"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(nlohmann::json::parse(o.out)["generated_tokens"], ref["generated_tokens"]);
+}
+
+// stdout is valid UTF-8 whatever the model generates: the random-weight Mixtral sample emits a
+// byte token that starts no UTF-8 sequence, which goes out as U+FFFD (as --json writes it).
+TEST(CliGenerate, StdoutIsValidUtf8WhenTheModelEmitsStrayBytes) {
+  const fs::path model = shared_models() / "refs" / "sample-mixtral-f16.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << "shared test data not found at " << model;
+  const Result r =
+      run({"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "32", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<uint32_t> offsets;
+  EXPECT_EQ(unicode::sanitize_utf8(r.out, offsets), r.out) << "stdout is not valid UTF-8";
+  EXPECT_NE(r.out.find("\xEF\xBF\xBD"), std::string::npos) << "the stray byte is U+FFFD";
+  EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u) << r.out;
 }
 
 TEST(CliGenerate, EveryArchitectureRunsAndJsonIsClean) {
