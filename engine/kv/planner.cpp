@@ -281,9 +281,14 @@ Expected<Plan> make_plan(const PlanInput& in) {
     p.suggestions.push_back({"ctx", fmt::format("-c {}", p.max_tokens),
                              fmt::format("the budgets hold {} tokens", p.max_tokens)});
   }
-  // More KV in RAM than the machine has: what the default context would do (the RAM budget
-  // for the window and a host tier, the disk tier for the rest), or a context that fits it.
-  if (ram_problem && !room_problem && global_layers(in) > 0) {
+  // More KV in RAM than the machine has (or than --mem-available leaves beside the weights):
+  // what the default context would do (the RAM budget for the window and a host tier, the disk
+  // tier for the rest), or a context that fits it.
+  const bool mem_problem =
+      in.mem_available > 0 &&
+      (p.gpu ? 0 : in.resident_weights()) + p.ram_kv_bytes > in.mem_available &&
+      (p.gpu ? 0 : in.resident_weights()) < in.mem_available;
+  if ((ram_problem || mem_problem) && !room_problem && global_layers(in) > 0) {
     const int64_t budget = in.ram_budget >= 0 ? in.ram_budget : in.physical_ram / 2;
     auto laid = layout_of(in);
     if (!laid) return laid.error();
@@ -297,17 +302,26 @@ Expected<Plan> make_plan(const PlanInput& in) {
     const int64_t host = fitted->host_budget;
     const int64_t host_blocks = host / p.block_bytes;
     const int64_t disk = std::max<int64_t>(0, cold - host_blocks) * p.block_bytes;
-    p.suggestions.push_back(
-        {"host-disk",
-         fmt::format("--host-budget {} --disk-budget {}", size_flag(host), size_flag(disk)),
-         fmt::format("{} of RAM (the RAM budget {} less the window) and {} of disk hold the {} "
-                     "tokens",
-                     format_size(host_blocks * p.block_bytes), format_size(budget),
-                     format_size(disk), in.n_ctx)});
-    if (fitted->max_tokens >= 1 && fitted->max_tokens < in.n_ctx) {
-      p.suggestions.push_back({"ctx", fmt::format("-c {}", fitted->max_tokens),
-                               fmt::format("the RAM budget {} holds {} tokens", format_size(budget),
-                                           fitted->max_tokens)});
+    const int64_t room = std::max<int64_t>(0, budget - sliding_ram);
+    // The window alone is more than the budget: the context that fits is the blocks the budget
+    // has room for, all in the window, as the default context chooses.
+    const bool window_over = fitted->window_blocks * fitted->block_bytes > room;
+    // A disk tier only when blocks leave the window, and only one the spill folder's free space
+    // can hold (when it was measured).
+    if (cold > 0 && (in.spill_free_bytes < 0 || disk <= in.spill_free_bytes)) {
+      p.suggestions.push_back(
+          {"host-disk",
+           fmt::format("--host-budget {} --disk-budget {}", size_flag(host), size_flag(disk)),
+           fmt::format("{} of RAM (the RAM budget {} less the window) and {} of disk hold the {} "
+                       "tokens",
+                       format_size(host_blocks * p.block_bytes), format_size(budget),
+                       format_size(disk), in.n_ctx)});
+    }
+    const int64_t tokens = window_over ? room / p.block_bytes * p.block_size : fitted->max_tokens;
+    if (tokens >= 1 && tokens < in.n_ctx) {
+      p.suggestions.push_back(
+          {"ctx", fmt::format("-c {}", tokens),
+           fmt::format("the RAM budget {} holds {} tokens", format_size(budget), tokens)});
     }
   }
   // q8_0 KV: 8.5 bits per value instead of 16 or 32.

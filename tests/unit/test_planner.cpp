@@ -181,7 +181,7 @@ TEST(PlannerFit, MoreKvInRamThanTheMachineHasDoesNotFit) {
   const Plan q = plan_ok(in);
   ASSERT_NE(find(q, "host-disk"), nullptr);
   EXPECT_EQ(find(q, "host-disk")->flag, "--host-budget 0 --disk-budget 3552M");
-  EXPECT_EQ(find(q, "ctx")->flag, "-c 4352");
+  EXPECT_EQ(find(q, "ctx")->flag, "-c 4096");  // 16 blocks of 32 MiB in 512 MiB, as -c auto
   // q8_0 KV fits a 3 GiB machine: suggested.
   in.physical_ram = int64_t{3} * kGiB;
   const Plan r = plan_ok(in);
