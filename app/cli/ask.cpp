@@ -144,7 +144,8 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   c->add_option("-m,--model", a.model, "GGUF file")->required();
   // One document per ask: a second --doc is refused instead of silently replacing the first.
   auto* o_doc = c->add_option("--doc", a.doc_id, "Document id in the library (see docs list)")
-                    ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+                    ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
+                    ->check(int_range("--doc", 1, kMaxInt));
   auto* o_file = c->add_option("file", a.file, "A PDF file: ingested first (or found by hash)");
   o_doc->excludes(o_file);
   c->add_option("-q,--question", a.question, "The question")
@@ -166,7 +167,8 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   add_kv_type_options(*c, a.cache_type_k, a.cache_type_v);
   c->add_option("--device", a.device,
                 "Where the model runs: auto | cpu | cuda (saved KV needs the CPU session)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(device_value());
   c->add_option("--template", a.template_name,
                 "Chat template instead of the detected one: " + chat_family_names());
   add_kv_options(*c, a.kv);

@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
   c_gen
       ->add_option("--device", gen.device,
                    "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(device_value());
   c_gen->add_flag("--parse-special", gen.parse_special,
                   "Recognise special-token texts in the prompt");
   add_kv_options(*c_gen, gen.kv);
@@ -184,7 +185,8 @@ int main(int argc, char** argv) {
   c_bench
       ->add_option("--device", bench.device,
                    "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(device_value());
   c_bench->add_flag("--json", bench.json, "One JSON object on stdout");
   add_kv_options(*c_bench, bench.kv);
   add_depth_option(*c_bench, bench.depth);

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "engine/backend/device.h"
 #include "engine/common/output_path.h"
 #include "engine/common/size.h"
 #include "engine/sampling/sampler.h"
@@ -246,6 +247,15 @@ Status check_output_writable(const std::string& flag, const std::string& path) {
   ::close(fd);
   ::unlink(probe.c_str());
   return Status::Ok();
+}
+
+CLI::Validator device_value() {
+  return parsed_by(
+      [](const std::string& v) {
+        auto d = parse_device(v);
+        return d ? std::string() : "--device: " + d.error().message;
+      },
+      "DEVICE");
 }
 
 }  // namespace spw::cli

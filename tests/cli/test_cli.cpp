@@ -172,15 +172,16 @@ TEST(CliGenerate, ContextTooSmallAndBadOptionsExitOne) {
   EXPECT_NE(r.err.find("warning: -t 1000 is more threads than the"), std::string::npos) << r.err;
 }
 
-// --device on the commands that run a model. The probe is asked in this process too: the
-// assertions about a machine without a usable GPU skip, saying so, where one is usable.
-TEST(CliDevice, BadValuesAndConflictsExitOne) {
+// --device on the commands that run a model: an unknown device is a refused value (exit 2), a
+// device that conflicts with another option an error (exit 1). The probe is asked in this process
+// too: the assertions about a machine without a usable GPU skip, saying so, where one is usable.
+TEST(CliDevice, BadValuesExitTwoAndConflictsOne) {
   const fs::path p = write_model("device.gguf", TestModelSpec{});
   for (const char* cmd : {"generate", "bench"}) {
     std::vector<std::string> args = {cmd, "-m", p.string(), "--device", "gpu"};
     if (std::string(cmd) == "generate") args.insert(args.end(), {"-p", "the cat"});
     Result r = run(args);
-    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_EQ(r.exit_code, 2) << cmd << ": a refused value, refused while parsing";
     EXPECT_TRUE(r.out.empty()) << cmd << ": " << r.out;
     for (const char* word : {"--device", "'gpu'", "auto", "cpu", "cuda"})
       EXPECT_NE(r.err.find(word), std::string::npos) << cmd << " lacks " << word << ": " << r.err;
