@@ -346,7 +346,8 @@ int main(int argc, char** argv) {
           // A document the user chose to answer over parts is already asked that way.
           if (!plan.needs_choice() || request.map_reduce || request.skip_plan) return;
           std::fprintf(stderr,
-                       "spillway: --ask: the document needs %lld tokens, the context holds "
+                       "spillway: --ask: the prompt (document, instructions and question) needs "
+                       "%lld tokens, the context holds "
                        "%lld; answering over parts (map-reduce)\n",
                        static_cast<long long>(plan.prompt_tokens),
                        static_cast<long long>(plan.n_ctx));

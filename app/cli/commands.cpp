@@ -315,8 +315,12 @@ int run_info(const InfoArgs& a) {
                  ? fmt::format("; sliding layers base {:g}", c.rope_swa.freq_base)
                  : "");
   if (c.n_swa > 0) {
-    fmt::print("attention         sliding window {} on {} of {} layers, the others global\n",
-               c.n_swa, n_swa_layers, c.n_layer);
+    if (n_swa_layers < c.n_layer) {
+      fmt::print("attention         sliding window {} on {} of {} layers, the others global\n",
+                 c.n_swa, n_swa_layers, c.n_layer);
+    } else {
+      fmt::print("attention         sliding window {} on every layer ({})\n", c.n_swa, c.n_layer);
+    }
   }
   if (c.is_moe()) {
     fmt::print("experts           {} used of {} (n_ff_exp {}{})\n", c.n_expert_used, c.n_expert,
