@@ -266,6 +266,13 @@ int run_add(const JobsArgs& a) {
     if (!t) return fail("--at: " + t.error().message);
     spec.schedule.kind = app::ScheduleKind::At;
     spec.schedule.at = *t;
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    if (*t < now) {
+      std::fprintf(stderr, "note: --at %s is in the past: the job runs at the next jobs run-due\n",
+                   a.at.c_str());
+    }
   } else if (!a.nightly.empty()) {
     auto m = app::parse_hhmm(a.nightly);
     if (!m) return fail("--nightly: " + m.error().message);
@@ -650,6 +657,7 @@ int run_jobs(JobsArgs& a) {
     st = store.set_priority(a.id, a.new_priority);
   } else if (cmd == "move") {
     if (a.before == 0 && !a.last) return fail("move needs --before ID or --last");
+    if (a.before == a.id) return fail(fmt::format("job {} cannot move before itself", a.id));
     st = store.move_before(a.id, a.last ? 0 : a.before);
   } else {
     return fail("unknown jobs subcommand '" + cmd + "'");

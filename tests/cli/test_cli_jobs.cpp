@@ -627,6 +627,10 @@ TEST_F(CliJobs, SchedulesPriorityCancelAndRetry) {
       run(with_data({"jobs", "move", std::to_string(idle), "--before", std::to_string(nightly)}))
           .exit_code,
       0);
+  const CliResult self =
+      run(with_data({"jobs", "move", std::to_string(idle), "--before", std::to_string(idle)}));
+  EXPECT_EQ(self.exit_code, 1);
+  EXPECT_EQ(self.err, "error: job " + std::to_string(idle) + " cannot move before itself\n");
   const CliResult list = run(with_data({"jobs", "list", "--json"}));
   const nlohmann::json arr = nlohmann::json::parse(list.out);
   ASSERT_GE(arr.size(), 3u);
