@@ -8,13 +8,17 @@
 
 #include <gtest/gtest.h>
 #include <QApplication>
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 
 int main(int argc, char** argv) {
   const char* platform = std::getenv("QT_QPA_PLATFORM");
   if (platform == nullptr || std::strcmp(platform, "offscreen") == 0) {
-    const QString config = QDir::temp().filePath(QStringLiteral("spillway-ui-tests-screen.json"));
+    // One file per process: ctest -j runs several test processes at once, and one truncating a
+    // shared file while another's QApplication reads it gave "Platform config file parse error".
+    const QString config = QDir::temp().filePath(
+        QStringLiteral("spillway-ui-tests-screen-%1.json").arg(QCoreApplication::applicationPid()));
     QFile f(config);
     if (f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
       f.write(R"({"screens": [{"name": "Desktop", "x": 0, "y": 0, "width": 1920, "height": 1200, )"
@@ -27,6 +31,12 @@ int main(int argc, char** argv) {
     }
   }
   QApplication app(argc, argv);
+  struct RemoveConfig {
+    ~RemoveConfig() {
+      QFile::remove(QDir::temp().filePath(QStringLiteral("spillway-ui-tests-screen-%1.json")
+                                              .arg(QCoreApplication::applicationPid())));
+    }
+  } remove_config;
   QApplication::setApplicationName(QStringLiteral("Spillway"));
   QApplication::setOrganizationName(QStringLiteral("Spillway"));
   ::testing::InitGoogleTest(&argc, argv);
