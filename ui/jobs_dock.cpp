@@ -224,6 +224,7 @@ JobsDock::JobsDock(const JobsDockParams& params, QWidget* parent)
   } else {
     showError(tr("The job queue could not be opened: %1").arg(qs(store.error().message)));
     d.new_batch->setEnabled(false);
+    updateButtons();  // no job to run, pause, cancel or retry
   }
   refresh();
   if (d.store && params.run_jobs) startRunner();

@@ -19,6 +19,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QRadioButton>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -478,4 +479,24 @@ TEST(JobsDock, DocumentRowsFollowTheRunnerWhileTheJobRuns) {
 }
 
 }  // namespace
+// A job queue that could not be opened (a damaged library file): no button acts on a job.
+TEST(JobsDock, AQueueThatCannotBeOpenedOffersNoJobButtons) {
+  TempDir dir{"spillway-jobs-ui-bad"};
+  const fs::path db = fs::path(dir.path()) / "library.sqlite3";
+  {
+    std::ofstream f(db, std::ios::binary);
+    f << std::string(5000, 'x');
+  }
+  JobsDockParams p;
+  p.db_file = db;
+  p.cache_dir = fs::path(dir.path()) / "cache";
+  p.refresh_ms = 0;
+  JobsDock dock(p);
+  for (const char* name : {"newBatch", "runNow", "pause", "cancel", "retryFailed"}) {
+    auto* b = child<QPushButton>(&dock, name);
+    ASSERT_NE(b, nullptr);
+    EXPECT_FALSE(b->isEnabled()) << name;
+  }
+}
+
 }  // namespace spw::ui

@@ -300,14 +300,15 @@ LibraryPanel::LibraryPanel(app::Library* lib, QWidget* parent) : QWidget(parent)
   eicon->setPixmap(themed("document-new", QStyle::SP_FileDialogNewFolder, style()).pixmap(40, 40));
   eicon->setAlignment(Qt::AlignHCenter);
   el->addWidget(eicon);
-  auto* etext =
-      new QLabel(tr("No documents yet.\nDrop PDF files here or use File › Open."), empty_);
-  etext->setAlignment(Qt::AlignHCenter);
-  etext->setWordWrap(true);
-  el->addWidget(etext);
-  auto* ebutton = new QPushButton(tr("Add PDF files…"), empty_);
-  connect(ebutton, &QPushButton::clicked, this, &LibraryPanel::addRequested);
-  el->addWidget(ebutton, 0, Qt::AlignHCenter);
+  empty_text_ = new QLabel(empty_);
+  empty_text_->setObjectName(QStringLiteral("emptyText"));
+  empty_text_->setAlignment(Qt::AlignHCenter);
+  empty_text_->setWordWrap(true);
+  el->addWidget(empty_text_);
+  empty_add_ = new QPushButton(tr("Add PDF files…"), empty_);
+  empty_add_->setObjectName(QStringLiteral("emptyAdd"));
+  connect(empty_add_, &QPushButton::clicked, this, &LibraryPanel::addRequested);
+  el->addWidget(empty_add_, 0, Qt::AlignHCenter);
   el->addStretch(2);
   stack_->addWidget(empty_);
   layout->addWidget(stack_, 1);
@@ -347,6 +348,12 @@ void LibraryPanel::reload() {
   in_reload_ = true;
   docs_->clear();
   std::vector<app::DocumentRecord> docs;
+  // Without a library nothing can be added: the empty page says so instead of inviting a drop.
+  empty_text_->setText(lib_ ? tr("No documents yet.\nDrop PDF files here or use File › Open.")
+                            : tr("The library could not be opened (the error is in the chat "
+                                 "panel), so no document can be added. Start Spillway with "
+                                 "another --data-dir, or move the damaged library.sqlite3 away."));
+  empty_add_->setVisible(lib_ != nullptr);
   if (!lib_) {
     summary_->setText(tr("The library is not open."));
   } else if (auto r = lib_->documents(); !r) {

@@ -14,6 +14,7 @@
 #include <QWidget>
 
 class QLabel;
+class QPushButton;
 class QLineEdit;
 class QListWidget;
 class QListWidgetItem;
@@ -100,6 +101,8 @@ class LibraryPanel final : public QWidget {
   QTreeWidget* docs_ = nullptr;
   QListWidget* hits_ = nullptr;
   QWidget* empty_ = nullptr;
+  QLabel* empty_text_ = nullptr;      // "No documents yet", or why none can be added
+  QPushButton* empty_add_ = nullptr;  // Add PDF files…, hidden while the library is not open
   IngestProgressPanel* ingest_ = nullptr;
   QHash<qint64, qint64> tokens_;
   qint64 n_ctx_ = 0;

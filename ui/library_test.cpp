@@ -470,4 +470,26 @@ TEST(IngestProgressPanel, OlderNoticesFoldAndDismissAllClearsThem) {
 }
 
 }  // namespace
+// A library that could not be opened: the empty page says why nothing can be added and hides
+// Add PDF files… (it invited a drop that could only fail).
+TEST(LibraryPanelTest, WithoutALibraryTheEmptyPageSaysWhyAndOffersNoAdd) {
+  LibraryPanel panel(nullptr);
+  auto* text = panel.findChild<QLabel*>(QStringLiteral("emptyText"));
+  auto* add = panel.findChild<QPushButton*>(QStringLiteral("emptyAdd"));
+  ASSERT_NE(text, nullptr);
+  ASSERT_NE(add, nullptr);
+  EXPECT_TRUE(text->text().startsWith(QStringLiteral("The library could not be opened")))
+      << text->text().toStdString();
+  EXPECT_TRUE(add->isHidden());
+
+  TempDir dir("spillway-library-ui-open");
+  auto lib = app::Library::open(app::library_db_file(dir.path()));
+  ASSERT_TRUE(lib.ok()) << lib.error().message;
+  LibraryPanel open(lib->get());
+  auto* open_text = open.findChild<QLabel*>(QStringLiteral("emptyText"));
+  ASSERT_NE(open_text, nullptr);
+  EXPECT_TRUE(open_text->text().startsWith(QStringLiteral("No documents yet.")));
+  EXPECT_FALSE(open.findChild<QPushButton*>(QStringLiteral("emptyAdd"))->isHidden());
+}
+
 }  // namespace spw::ui
