@@ -271,6 +271,9 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
     std::optional<std::string> found = rs.index ? rs.index->find(key) : std::nullopt;
     std::error_code ec;
     if (!found && fs::exists(file, ec)) found = file;  // written before its record was
+    // The record names the file where it was written; this run's snapshot folder wins when it
+    // holds the file (a data folder copied or moved elsewhere reads its own copy).
+    if (found && *found != file && fs::exists(file, ec)) found = file;
     bool reuse = false;
     if (found) {
       if (auto st = cpu->load_kv(*found); !st) {

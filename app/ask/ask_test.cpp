@@ -26,6 +26,26 @@ namespace {
 namespace fs = std::filesystem;
 using namespace spw::app::test;
 
+// A data folder moved elsewhere: the index still names the file where it was written, and the
+// ask reads the copy in its own snapshot folder (it read the old path, or failed when it was
+// gone).
+TEST_F(AskDocument, AMovedSnapshotFolderIsReadWhereItIsNow) {
+  const DocumentText doc = story_doc(2);
+  auto first = ask(doc);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_EQ(index_.records.size(), 1u);
+  const std::string recorded = index_.records.begin()->second;
+  const fs::path moved = fs::path(params_.snapshot_dir).string() + "-moved";
+  fs::rename(params_.snapshot_dir, moved);
+  params_.snapshot_dir = moved.string();
+  ASSERT_FALSE(fs::exists(recorded));
+  auto second = ask(doc);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_TRUE(second->reused_snapshot) << notes_;
+  EXPECT_EQ(second->prefill_tokens_computed, second->question_tokens);
+  EXPECT_EQ(second->answer, first->answer);
+}
+
 TEST_F(AskDocument, SecondAskReusesTheSavedKv) {
   const DocumentText doc = story_doc(2);
   auto first = ask(doc);
