@@ -284,7 +284,11 @@ int main(int argc, char** argv) {
     QTimer::singleShot(delay_ms, &window, [&window, out, want_page, page_shown, rc] {
       const QPixmap shot = window.grab();
       if (shot.isNull() || !shot.save(out, "PNG")) {
-        std::fprintf(stderr, "spillway: could not write the screenshot to %s\n", qPrintable(out));
+        const QFileInfo dir(QFileInfo(out).absolutePath());
+        std::fprintf(stderr, "spillway: could not write the screenshot to %s%s\n", qPrintable(out),
+                     !dir.exists()       ? " (its folder does not exist)"
+                     : !dir.isWritable() ? " (its folder is not writable)"
+                                         : "");
         QApplication::exit(1);
         return;
       }

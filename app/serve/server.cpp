@@ -1,6 +1,7 @@
 #include "app/serve/server.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -668,8 +669,21 @@ Status Server::start() {
   }
   if (m.port == 0) {
     const int e = errno;
-    return make_error("cannot listen on {}:{}{}", o.host, o.port,
-                      e ? fmt::format(" ({})", std::strerror(e)) : std::string());
+    // httplib resolves the host with getaddrinfo and says nothing when that fails: say it.
+    std::string why = e ? fmt::format(" ({})", std::strerror(e)) : std::string();
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    if (const int g = ::getaddrinfo(bind_host.c_str(), nullptr, &hints, &res); g != 0) {
+      why = fmt::format(
+          " ('{}' is not an address or a host name this machine can resolve: {}; "
+          "use --host 127.0.0.1, ::1 or an address of this machine)",
+          o.host, ::gai_strerror(g));
+    }
+    if (res != nullptr) ::freeaddrinfo(res);
+    return make_error("cannot listen on {}:{}{}", o.host, o.port, why);
   }
   // httplib 0.11 listens with a backlog of 5: a burst of clients overflows it and some see
   // resets. Listening again on the bound socket raises the backlog.
