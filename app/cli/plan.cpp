@@ -328,7 +328,7 @@ int run_plan(const PlanArgs& a) {
              c.n_layer, c.n_head_kv, c.head_dim, c.head_dim_v);
   fmt::print(
       "weights     {} read per decoded token{}\n", format_size(in.weights_bytes),
-      in.resident_weights() > in.weights_bytes * 11 / 10
+      c.is_moe() && in.resident_weights() > in.weights_bytes
           ? fmt::format(", {} held in memory (every expert)", format_size(in.resident_weights()))
           : std::string());
   fmt::print("context     {} tokens, KV {}/{}: {} bytes per token, {} in all\n", in.n_ctx,

@@ -306,9 +306,9 @@ Expected<Plan> make_plan(const PlanInput& in) {
     // The window alone is more than the budget: the context that fits is the blocks the budget
     // has room for, all in the window, as the default context chooses.
     const bool window_over = fitted->window_blocks * fitted->block_bytes > room;
-    // A disk tier only when blocks leave the window, and only one the spill folder's free space
-    // can hold (when it was measured).
-    if (cold > 0 && (in.spill_free_bytes < 0 || disk <= in.spill_free_bytes)) {
+    // A disk tier only when the window fits the budget and blocks leave it, and only one the
+    // spill folder's free space can hold (when it was measured).
+    if (!window_over && cold > 0 && (in.spill_free_bytes < 0 || disk <= in.spill_free_bytes)) {
       p.suggestions.push_back(
           {"host-disk",
            fmt::format("--host-budget {} --disk-budget {}", size_flag(host), size_flag(disk)),

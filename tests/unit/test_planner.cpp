@@ -179,8 +179,8 @@ TEST(PlannerFit, MoreKvInRamThanTheMachineHasDoesNotFit) {
   // The default context's budget when known: 512 MiB is less than the window, so no host tier.
   in.ram_budget = 512 * kMiB;
   const Plan q = plan_ok(in);
-  ASSERT_NE(find(q, "host-disk"), nullptr);
-  EXPECT_EQ(find(q, "host-disk")->flag, "--host-budget 0 --disk-budget 3552M");
+  // Host and disk budgets cannot help (the window alone is over the budget): a shorter -c can.
+  EXPECT_EQ(find(q, "host-disk"), nullptr);
   EXPECT_EQ(find(q, "ctx")->flag, "-c 4096");  // 16 blocks of 32 MiB in 512 MiB, as -c auto
   // q8_0 KV fits a 3 GiB machine: suggested.
   in.physical_ram = int64_t{3} * kGiB;
