@@ -61,23 +61,21 @@ Expected<std::unique_ptr<Library>> open_existing_library(const std::string& data
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return open_library(data_dir);
   if (access == Access::Read) return Library::open_read_only(file);
-  auto lib = Library::open(file);
-  // SQLite says only "unable to open database file" when the folder cannot be written (a
-  // read-only mount, a folder without write permission): name the folder and the setting
-  // instead. A full disk keeps its own message (the caller's, which says what to free).
-  if (!lib) {
-    const std::string dir = paths->data_dir.string();
-    struct statvfs vfs {};
-    const bool ro = ::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
-    const bool denied = !ro && ::access(dir.c_str(), W_OK) != 0 && errno == EACCES;
-    if (ro || denied) {
-      return make_error(
-          "the data folder '{}' is {}: renaming or removing a document writes the library "
-          "(choose another with --data-dir)",
-          dir, ro ? "on a read-only file system" : "not writable");
-    }
+  // A folder that cannot be written (a read-only mount, no write permission): say so with the
+  // setting before SQLite does ("unable to open database file", or "attempt to write a readonly
+  // database" at the first write when the -wal and -shm files are there). A full disk keeps its
+  // own message (the caller's, which says what to free).
+  const std::string dir = paths->data_dir.string();
+  struct statvfs vfs {};
+  const bool ro = ::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
+  const bool denied = !ro && ::access(dir.c_str(), W_OK) != 0 && errno == EACCES;
+  if (ro || denied) {
+    return make_error(
+        "the data folder '{}' is {}: renaming or removing a document writes the library "
+        "(choose another with --data-dir)",
+        dir, ro ? "on a read-only file system" : "not writable");
   }
-  return lib;
+  return Library::open(file);
 }
 
 nlohmann::json document_json(const DocumentRecord& d) {
