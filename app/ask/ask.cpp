@@ -498,6 +498,7 @@ Expected<AskResult> ask_document(const Tokenizer& tokenizer, const DocumentText&
       res.question_tokens, res.prompt_tokens, n_ctx));
 
   AnswerProgress progress(callbacks.progress);
+  progress.set_prefill_cost(callbacks.prefill_cost);
   RunSetup rs{&tokenizer, &params, index, &callbacks, progress.enabled() ? &progress : nullptr};
   const bool fits = res.prompt_tokens + reserve <= n_ctx;
   if (fits) {

@@ -132,6 +132,8 @@ struct AskCallbacks {
   /// tokens) and decode per token; in map-reduce mode the parts (k of N, with the ETA of the
   /// whole answer: the remaining parts' tokens at the measured rate), ending at N of N.
   ProgressSink progress;
+  /// The shape of a prefill's cost for the progress ETA (model_prefill_cost()); empty: linear.
+  PrefillCost prefill_cost;
 };
 
 /// Creates a fresh session for one prompt (every prompt starts from an empty cache).

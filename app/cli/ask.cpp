@@ -355,6 +355,7 @@ int run_ask(const AskArgs& a) {
     (*progress)->wrote(piece.ends_with('\n'), /*generated=*/true);
   };
   cb.progress = (*progress)->sink();
+  cb.prefill_cost = app::model_prefill_cost(model);
 
   app::LibrarySnapshots index(**lib);
   if (snapshots) {

@@ -490,6 +490,7 @@ int run_generate(const GenerateArgs& a) {
 
   auto loaded = load_model(a.model);
   if (!loaded) return fail(loaded.error());
+  progress.set_prefill_cost(app::model_prefill_cost(*loaded->model));
   const Model& model = *loaded->model;
   const Tokenizer& tk = *loaded->tokenizer;
   warn_if_past_training(a.n_ctx, model);

@@ -339,6 +339,7 @@ Expected<DocumentAnswer> ask_library_document(
   acb.cancelled = cb.cancelled;
   acb.part_start = part_start;
   acb.progress = cb.progress;
+  acb.prefill_cost = model_prefill_cost(engine.model());
   LibrarySnapshots index(lib);
   if (snapshots) {
     const StaleFiles stale = remove_stale_files(ask.snapshot_dir, {});
@@ -438,6 +439,7 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
   }
   hook(s, cb);
   AnswerProgress progress(cb.progress);
+  progress.set_prefill_cost(model_prefill_cost(engine.model()));
   progress.prompt_begin(r.prompt_tokens, c.max_tokens);
   const auto finish_usage = [&] {
     const SessionUsage u = s.usage();

@@ -80,8 +80,12 @@ std::string progress_line(const ProgressEvent& e) {
 }
 
 ProgressMeter::ProgressMeter(ProgressPhase phase, int64_t total, double start_s,
-                             int64_t done_at_start)
-    : phase_(phase), total_(total), start_s_(start_s), done_at_start_(done_at_start) {}
+                             int64_t done_at_start, PrefillCost cost)
+    : phase_(phase),
+      total_(total),
+      start_s_(start_s),
+      done_at_start_(done_at_start),
+      cost_(std::move(cost)) {}
 
 ProgressEvent ProgressMeter::at(int64_t done, double now_s, int64_t tokens) const {
   ProgressEvent e;
@@ -97,9 +101,35 @@ ProgressEvent ProgressMeter::at(int64_t done, double now_s, int64_t tokens) cons
   if (total_ > 0 && new_work > 0 && e.elapsed_s > 0) {
     const double per_unit = e.elapsed_s / static_cast<double>(new_work);
     e.eta_s = per_unit * static_cast<double>(total_ - done);
+    if (cost_) {
+      const double spent = cost_(done) - cost_(done_at_start_);
+      if (spent > 0) e.eta_s = e.elapsed_s * (cost_(total_) - cost_(done)) / spent;
+    }
     if (e.eta_s < 0) e.eta_s = 0;
   }
   return e;
+}
+
+PrefillCost model_prefill_cost(const Model& model) {
+  const ModelConfig& c = model.config();
+  // The projections: the active parameters less token_embd (a lookup) and the output matrix
+  // (a prefill computes the last position's logits only).
+  const double embd = static_cast<double>(c.n_vocab) * static_cast<double>(c.n_embd);
+  const double active = static_cast<double>(model.size().active_params);
+  const double per_token = 2.0 * std::max(active / 4, active - embd * (c.tied_embeddings ? 1 : 2));
+  const double per_pair =
+      kAttentionCostPerFlop * 4.0 * static_cast<double>(c.n_head) * static_cast<double>(c.head_dim);
+  std::vector<int64_t> spans;  // one entry per layer: 0 global, else its window
+  for (int64_t il = 0; il < c.n_layer; ++il) spans.push_back(c.attn_span(il));
+  return [per_token, per_pair, spans](int64_t pos) {
+    const double p = static_cast<double>(pos);
+    double pairs = 0;  // (query, key) pairs of positions [0, pos), summed over the layers
+    for (const int64_t s : spans) {
+      const double w = static_cast<double>(s);
+      pairs += s == 0 || p <= w ? p * p / 2 : w * w / 2 + w * (p - w);
+    }
+    return per_token * p + per_pair * pairs;
+  };
 }
 
 double steady_seconds() {
@@ -185,7 +215,8 @@ EvalProgress AnswerProgress::prefill_hook(EvalProgress outer, int64_t end_pos) {
 void AnswerProgress::prefill_at(int64_t pos) {
   if (!enabled() || pos <= pos_) return;
   pos_ = std::min(pos, n_prompt_);
-  const ProgressMeter meter(ProgressPhase::Prefill, n_prompt_, prompt_start_s_, restored_);
+  const ProgressMeter meter(ProgressPhase::Prefill, n_prompt_, prompt_start_s_, restored_,
+                            prefill_cost_);
   prefill_sent_done_ = pos_ == n_prompt_;
   sink_(meter.at(pos_, clock_()));
 }
@@ -194,7 +225,8 @@ void AnswerProgress::prefill_done() {
   if (!enabled()) return;
   if (!prefill_sent_done_) {
     // A session that reports no ubatches (the reference session), or a prompt restored whole.
-    const ProgressMeter meter(ProgressPhase::Prefill, n_prompt_, prompt_start_s_, restored_);
+    const ProgressMeter meter(ProgressPhase::Prefill, n_prompt_, prompt_start_s_, restored_,
+                              prefill_cost_);
     pos_ = n_prompt_;
     prefill_sent_done_ = true;
     sink_(meter.at(pos_, clock_()));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/model.h"
 #include "engine/session/session.h"
 
 namespace spw::app {
@@ -36,6 +37,22 @@ struct ProgressEvent {
 /// Receives progress events; called on the running thread.
 using ProgressSink = std::function<void(const ProgressEvent&)>;
 
+/// Predicted cost (any unit) of prefilling positions [0, pos) of one prompt. A prefill's later
+/// tokens cost more (each attends every position before it), so its ETA scales the measured time
+/// by cost left / cost done instead of tokens left / tokens done, which promised "ETA 4s" early
+/// in a long prefill that took minutes. Empty: every token costs the same.
+using PrefillCost = std::function<double(int64_t pos)>;
+
+/// A model's PrefillCost: per token 2 x its active parameters less token_embd and the output
+/// matrix (the projections), plus per layer 4 x n_head x head_dim x the positions the token
+/// attends (a sliding layer at most its window), weighted by kAttentionCostPerFlop.
+PrefillCost model_prefill_cost(const Model& model);
+/// Seconds per attention FLOP over seconds per projection FLOP in a CPU prefill: ~2.5 on the
+/// 250M Q8_0 benchmark model at 4K and 16K (tests/bench/RESULTS.md, quiet: attention's share of
+/// the time 0.49 and 0.79 against FLOP shares of 0.27 and 0.60), less on a loaded machine; 2 is
+/// between. A shape for the ETA, not a timing: the ETA scales the time measured so far.
+inline constexpr double kAttentionCostPerFlop = 2.0;
+
 /// One JSON object on one line (no newline): {"phase": "prefill", "done": N, "total": N,
 /// "tokens_per_s": X, "eta_s": X} (eta_s is null when unknown).
 std::string progress_json(const ProgressEvent& e);
@@ -51,7 +68,8 @@ class ProgressMeter {
  public:
   /// `start_s`: the clock at the start of the phase; `done_at_start` counts work that was
   /// already there (a restored checkpoint) and is not part of the rate.
-  ProgressMeter(ProgressPhase phase, int64_t total, double start_s, int64_t done_at_start = 0);
+  ProgressMeter(ProgressPhase phase, int64_t total, double start_s, int64_t done_at_start = 0,
+                PrefillCost cost = {});
   /// The event for `done` at clock `now_s`. `tokens` (parts, documents): the tokens computed so
   /// far, for tokens_per_s; prefill and decode use `done` itself.
   ProgressEvent at(int64_t done, double now_s, int64_t tokens = -1) const;
@@ -61,6 +79,7 @@ class ProgressMeter {
   int64_t total_;
   double start_s_;
   int64_t done_at_start_;
+  PrefillCost cost_;  // the ETA's shape (prefill); empty: linear in `done`
 };
 
 /// Seconds on the steady clock: the trackers' default clock.
@@ -91,6 +110,8 @@ class AnswerProgress {
   void prompt_begin(int64_t n_prompt, int64_t n_predict);
   /// `n_tokens` prompt positions came from saved KV (not computed).
   void prompt_restored(int64_t n_tokens);
+  /// The shape of every later prompt's prefill cost (model_prefill_cost()), for its ETA.
+  void set_prefill_cost(PrefillCost cost) { prefill_cost_ = std::move(cost); }
   /// The session hook for an eval() whose tokens end at prompt position `end_pos`: reports the
   /// prefill position after each ubatch (end_pos - total + done), then calls `outer` (the hook
   /// already installed: cancellation, usage) and returns its answer.
@@ -108,6 +129,7 @@ class AnswerProgress {
 
   ProgressSink sink_;
   std::function<double()> clock_;
+  PrefillCost prefill_cost_;
   // The prompt now running.
   int64_t n_prompt_ = 0, n_predict_ = 0, restored_ = 0, pos_ = 0, generated_ = 0;
   double prompt_start_s_ = 0, decode_start_s_ = 0;

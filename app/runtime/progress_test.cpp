@@ -24,6 +24,30 @@ TEST(Progress, RestoredTokensAreNotPartOfTheRate) {
   EXPECT_DOUBLE_EQ(e.eta_s, 10.0);
 }
 
+// A prefill whose later tokens cost more: the ETA scales the time spent by the cost left over
+// the cost done. Pure p^2 cost: half the tokens in 10 s is a quarter of the cost, so 30 s are
+// left (the token count alone said 10 s).
+TEST(Progress, APrefillCostShapesTheEta) {
+  const PrefillCost square = [](int64_t p) { return static_cast<double>(p) * p; };
+  const ProgressMeter m(ProgressPhase::Prefill, 100, 0.0, 0, square);
+  const ProgressEvent e = m.at(50, 10.0);
+  EXPECT_DOUBLE_EQ(e.tokens_per_s, 5.0);  // the rate stays tokens over seconds
+  EXPECT_DOUBLE_EQ(e.eta_s, 30.0);
+  // Resumed at 50: the cost done is that of 50..75, (5625 - 2500) in 10 s; 10000 - 5625 left.
+  const ProgressMeter r(ProgressPhase::Prefill, 100, 0.0, 50, square);
+  EXPECT_DOUBLE_EQ(r.at(75, 10.0).eta_s, 10.0 * (10000.0 - 5625.0) / (5625.0 - 2500.0));
+  // AnswerProgress passes the cost to its prefill events.
+  std::vector<ProgressEvent> events;
+  double now = 0;
+  AnswerProgress a([&](const ProgressEvent& ev) { events.push_back(ev); }, [&] { return now; });
+  a.set_prefill_cost(square);
+  a.prompt_begin(100, 0);
+  now = 10;
+  a.prefill_at(50);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_DOUBLE_EQ(events[0].eta_s, 30.0);
+}
+
 TEST(Progress, UnknownEtaBeforeAnyWorkAndJsonNull) {
   ProgressMeter m(ProgressPhase::Part, 5, 0.0);
   const ProgressEvent e = m.at(0, 3.0);
