@@ -206,13 +206,18 @@ Expected<Plan> compute(const PlanInput& in) {
     // The weights are read from RAM (mapped) unless a GPU holds them.
     const int64_t weights_ram = p.gpu ? 0 : in.resident_weights();
     if (weights_ram + p.ram_kv_bytes > in.mem_available) {
+      // Sizes that round to the same text ("95.0 MiB are more than 95.0 MiB") say the bytes.
+      const int64_t need = weights_ram + p.ram_kv_bytes;
+      const std::string have = format_size(in.mem_available);
+      const std::string over = format_size(need) == have
+                                   ? fmt::format("{} by {} bytes", have, need - in.mem_available)
+                                   : have;
       p.problems.push_back(
           p.gpu ? fmt::format("KV in RAM {} is more than --mem-available {}",
-                              format_size(p.ram_kv_bytes), format_size(in.mem_available))
+                              format_size(p.ram_kv_bytes), over)
                 : fmt::format("weights {} + KV in RAM {} = {} are more than --mem-available {}",
                               format_size(weights_ram), format_size(p.ram_kv_bytes),
-                              format_size(weights_ram + p.ram_kv_bytes),
-                              format_size(in.mem_available)));
+                              format_size(need), over));
     }
   }
   p.fits = p.problems.empty();

@@ -378,8 +378,11 @@ Expected<ContextChoice> choose_context(const ContextRequest& r) {
   }
   if (out.n_ctx < r.n_ctx_train) {
     out.note = fmt::format(
-        "context {} of {} trained: KV needs {}, RAM budget {} ({}){}; -c or Settings to change",
+        "context {} of {} trained: KV {}needs {}, RAM budget {} ({}){}; -c or Settings to change",
         group_thousands(out.n_ctx), group_thousands(r.n_ctx_train),
+        trained < r.n_ctx_train
+            ? fmt::format("of the {} tokens a cache holds ", group_thousands(trained))
+            : std::string(),
         format_size(out.trained_kv_bytes), format_size(out.ram_budget),
         ram_budget_basis(r.machine, r.weights_bytes),
         r.kv.disk_budget > 0 ? fmt::format(" + disk budget {}", format_size(r.kv.disk_budget))
