@@ -64,6 +64,8 @@ compile_kv() {
       compile engine/cpu/simd_avx2_quant.cpp "${avx2[@]}"
       compile engine/cpu/simd_avx512_quant.cpp "${avx2[@]}" -mavx512f -mavx512bw -mavx512vl \
         -mavx512vnni
+      compile engine/cpu/simd_avx512_ops.cpp "${avx2[@]}" -mavx512f -mavx512bw -mavx512vl \
+        -mavx512vnni
       ;;
     aarch64)
       compile engine/cpu/simd_neon_quant.cpp -ffp-contract=off
