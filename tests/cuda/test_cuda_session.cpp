@@ -55,17 +55,6 @@ struct Trace {
 
 std::vector<float> copy_logits(const Session& s) { return {s.logits().begin(), s.logits().end()}; }
 
-// A fixed prompt: BOS, then ids spread over the vocabulary.
-std::vector<int32_t> make_prompt(int n, int64_t n_vocab) {
-  std::vector<int32_t> p = {1};
-  uint32_t x = 12345;
-  while (static_cast<int>(p.size()) < n) {
-    x = x * 1664525u + 1013904223u;
-    p.push_back(static_cast<int32_t>(3 + (x >> 8) % static_cast<uint32_t>(n_vocab - 3)));
-  }
-  return p;
-}
-
 // Prefills `prompt` (as one eval, or token by token), then feeds `forced` tokens when given,
 // else its own greedy choices, for `steps` steps.
 Trace run(Session& s, const std::vector<int32_t>& prompt, int steps,
@@ -205,7 +194,7 @@ TEST_P(CudaVsCpu, GreedyTokensAndLogitsAgree) {
   const bool float_type = tc.mix.empty() && (tc.type == GgmlType::F32 || tc.type == GgmlType::F16 ||
                                              tc.type == GgmlType::BF16);
   const double tol = float_type ? 1e-2 : 5e-2;
-  const std::vector<int32_t> prompt = make_prompt(kPromptTokens, spec.n_vocab);
+  const std::vector<int32_t> prompt = test_prompt(kPromptTokens, spec.n_vocab, 12345);
 
   for (const KvType kv : {KvType::F32, KvType::F16}) {
     const std::string what = arch + " " + tc.name + " kv " + std::string(kv_type_name(kv));
@@ -241,7 +230,7 @@ TEST(CudaSession, StoriesGreedyEqualsCpu) {
   auto model = Model::load((dir / "stories260K.gguf").string());
   ASSERT_TRUE(model.ok()) << model.error().message;
   // The reference's prompt ("Once upon a time") and continuation when present.
-  std::vector<int32_t> prompt = make_prompt(5, (*model)->config().n_vocab);
+  std::vector<int32_t> prompt = test_prompt(5, (*model)->config().n_vocab, 12345);
   std::vector<int32_t> expected;
   if (std::ifstream in(dir / "stories260K.reference.json"); in) {
     const auto ref = nlohmann::json::parse(in);
@@ -270,7 +259,7 @@ TEST(CudaSession, OneUbatchTokenByTokenAndSplitUbatchesAgree) {
   TempDir dir;
   auto model = load(dir, spec);
   ASSERT_NE(model, nullptr);
-  const std::vector<int32_t> prompt = make_prompt(kPromptTokens, spec.n_vocab);
+  const std::vector<int32_t> prompt = test_prompt(kPromptTokens, spec.n_vocab, 12345);
   // One eval of 40 tokens: one ubatch through the GEMMs.
   auto whole = gpu_session(*model, KvType::F32);
   ASSERT_TRUE(whole);
@@ -298,7 +287,7 @@ TEST(CudaSession, WeightTilesDoNotChangeTheProduct) {
   TempDir dir;
   auto model = load(dir, spec);
   ASSERT_NE(model, nullptr);
-  const std::vector<int32_t> prompt = make_prompt(kPromptTokens, spec.n_vocab);
+  const std::vector<int32_t> prompt = test_prompt(kPromptTokens, spec.n_vocab, 12345);
   auto one_tile = gpu_session(*model, KvType::F32);
   cuda::CudaSessionParams cp;
   cp.max_weight_tile_bytes = 3 * 64 * 2 + 10;  // tiles of 3 rows of 64, 2 rows of n_ff = 96
@@ -325,7 +314,7 @@ TEST(CudaSession, EvalErrorsLeaveTheSessionUnchanged) {
   const std::vector<int32_t> bad = {1, static_cast<int32_t>(spec.n_vocab)};
   EXPECT_FALSE(s->eval(bad, true).ok());
   EXPECT_EQ(s->n_past(), 0);
-  const std::vector<int32_t> prompt = make_prompt(40, spec.n_vocab);
+  const std::vector<int32_t> prompt = test_prompt(40, spec.n_vocab, 12345);
   ASSERT_TRUE(s->eval(prompt, true).ok());
   const std::vector<float> before = copy_logits(*s);
   const std::vector<int32_t> nine(9, 5);  // 40 + 9 > 48
@@ -479,7 +468,7 @@ TEST(CudaTiered, SpilledGreedyEqualsCpuAndNoColdBytesReachTheGpuInDecode) {
       cp.kv = paging;
       auto gpu = cuda::CudaSession::create(*model, sp, cp);
       ASSERT_TRUE(gpu.ok()) << gpu.error().message;
-      const std::vector<int32_t> prompt = make_prompt(100, spec.n_vocab);
+      const std::vector<int32_t> prompt = test_prompt(100, spec.n_vocab, 12345);
       const Trace c = run(**cpu, prompt, 60);
       const Trace gt = run(**gpu, prompt, 60, &c.tokens);
       const std::string what = arch + " " + std::string(kv_type_name(kv));
@@ -515,7 +504,7 @@ TEST(CudaTiered, DefaultPagingKeepsTheWholeContextOnTheGpu) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->memory_plan().window_tokens, spec.n_ctx);
   EXPECT_EQ(s->n_ctx(), spec.n_ctx);
-  const std::vector<int32_t> prompt = make_prompt(200, spec.n_vocab);
+  const std::vector<int32_t> prompt = test_prompt(200, spec.n_vocab, 12345);
   run(*s, prompt, 20);
   const SessionUsage st = s->usage();
   EXPECT_EQ(st.kv.host_blocks + st.kv.disk_blocks, 0);

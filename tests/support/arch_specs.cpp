@@ -50,4 +50,9 @@ TestModelSpec arch_test_spec(const std::string& name, GgmlType type) {
   return s;
 }
 
+std::string arch_type_test_name(
+    const ::testing::TestParamInfo<std::tuple<std::string, GgmlType>>& info) {
+  return std::get<0>(info.param) + "_" + type_name(static_cast<uint32_t>(std::get<1>(info.param)));
+}
+
 }  // namespace spw

@@ -2,7 +2,10 @@
 // parameterised tests use, one spec each.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/support/test_model.h"
@@ -21,5 +24,9 @@ const std::vector<std::string>& new_test_arch_names();
 /// on every layer; the MoE archs 4 (mixtral) or 8 (qwen) experts, 2 used.
 /// K-quant types get n_embd 256, n_ff 512, head_dim 64 (their block size).
 TestModelSpec arch_test_spec(const std::string& name, GgmlType type = GgmlType::F32);
+
+/// The test name of an (architecture, weight type) parameter: "gemma3_Q4_K".
+std::string arch_type_test_name(
+    const ::testing::TestParamInfo<std::tuple<std::string, GgmlType>>& info);
 
 }  // namespace spw

@@ -198,6 +198,17 @@ GgmlType TestModelSpec::layer_type(const std::string& role, int64_t layer) const
   return weight_type;
 }
 
+std::vector<int32_t> test_prompt(int64_t n, int64_t n_vocab, uint32_t seed) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  uint32_t x = seed;
+  p[0] = 1;
+  for (size_t i = 1; i < p.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = static_cast<int32_t>(3 + (x >> 8) % static_cast<uint32_t>(n_vocab - 3));
+  }
+  return p;
+}
+
 std::vector<std::string> test_model_vocab(int64_t n_vocab) {
   assert(n_vocab >= kMinVocab);
   std::vector<std::string> v = {"<unk>", "<s>", "</s>"};

@@ -164,6 +164,10 @@ Status write_fast_random_model(const TestModelSpec& spec, const std::string& pat
 /// generated letter strings. Precondition: n_vocab >= 260.
 std::vector<std::string> test_model_vocab(int64_t n_vocab);
 
+/// A reproducible prompt of `n` (>= 1) token ids: BOS (1), then ids in [3, n_vocab) from a
+/// linear congruential sequence started at `seed` (the same ids for the same arguments).
+std::vector<int32_t> test_prompt(int64_t n, int64_t n_vocab, uint32_t seed);
+
 /// Parses "F32", "Q4_K", "IQ4_XS", ... (the supported types, as type_name spells them);
 /// std::nullopt otherwise.
 std::optional<GgmlType> parse_test_model_type(const std::string& name);

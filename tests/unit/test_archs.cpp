@@ -32,17 +32,6 @@ std::unique_ptr<Model> load(const TempDir& dir, const TestModelSpec& spec,
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-std::vector<int32_t> prompt_of(int64_t n, int64_t n_vocab, uint32_t seed) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  uint32_t x = seed;
-  p[0] = 1;
-  for (size_t i = 1; i < p.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    p[i] = static_cast<int32_t>(3 + (x >> 8) % static_cast<uint32_t>(n_vocab - 3));
-  }
-  return p;
-}
-
 struct Trace {
   std::vector<std::vector<float>> logits;  // the prompt's last position, then each decode step
   std::vector<int32_t> greedy;
@@ -228,7 +217,7 @@ TEST_P(ArchVsReference, LogitsAndGreedyTokens) {
   if (spec.n_expert > 0 && !float_type) spec.n_layer = 1;
   auto m = load(dir, spec);
   ASSERT_NE(m, nullptr);
-  const std::vector<int32_t> prompt = prompt_of(40, m->config().n_vocab, 3);
+  const std::vector<int32_t> prompt = test_prompt(40, m->config().n_vocab, 3);
   auto ref = reference(*m);
   auto fast = cpu_session(*m);
   ASSERT_NE(fast, nullptr);
@@ -277,10 +266,7 @@ INSTANTIATE_TEST_SUITE_P(NewArchs, ArchVsReference,
                          ::testing::Combine(::testing::ValuesIn(new_test_arch_names()),
                                             ::testing::Values(GgmlType::F32, GgmlType::F16,
                                                               GgmlType::Q8_0, GgmlType::Q4_K)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  type_name(static_cast<uint32_t>(std::get<1>(info.param)));
-                         });
+                         arch_type_test_name);
 
 // The sliding window really bounds gemma3's local layers: a token further back than the window
 // changes the logits only through the global layer. With every layer sliding (a 5-layer file)
@@ -293,7 +279,7 @@ TEST(Archs, Gemma3SlidingLayersNeverSeePastTheirWindow) {
   ASSERT_NE(m, nullptr);
   // Each layer looks 7 positions back, so position 44 depends on the inputs at [44 - 5 x 7, 44]
   // = [9, 44] only: changing the token at position 3 must not change its logits at all.
-  std::vector<int32_t> a = prompt_of(45, spec.n_vocab, 5), b = a;
+  std::vector<int32_t> a = test_prompt(45, spec.n_vocab, 5), b = a;
   b[3] = b[3] == 300 ? 301 : 300;
   auto s1 = cpu_session(*m), s2 = cpu_session(*m);
   ASSERT_TRUE(s1->eval(a, true).ok());
@@ -328,7 +314,7 @@ TEST(Archs, MoePrefillGroupingEqualsTokenByTokenBitForBit) {
   for (const std::string name : {"mixtral", "qwen3moe", "qwen2moe"}) {
     auto m = load(dir, arch_test_spec(name, GgmlType::Q8_0), name + ".gguf");
     ASSERT_NE(m, nullptr);
-    const std::vector<int32_t> prompt = prompt_of(24, m->config().n_vocab, 9);
+    const std::vector<int32_t> prompt = test_prompt(24, m->config().n_vocab, 9);
     auto whole = cpu_session(*m, 2, 512);
     auto split = cpu_session(*m, 1, 5);
     auto one = cpu_session(*m, 2, 1);  // every token a decode-shaped ubatch
@@ -457,7 +443,7 @@ TEST_P(ArchTiered, SpilledEqualsUnspilled) {
   spec.n_ctx = 2048;
   auto m = load(dir, spec);
   ASSERT_NE(m, nullptr);
-  const std::vector<int32_t> prompt = prompt_of(150, spec.n_vocab, 21);
+  const std::vector<int32_t> prompt = test_prompt(150, spec.n_vocab, 21);
   kv::KvSettings all;
   all.block_size = 16;
   all.window_tokens = 1 << 20;
@@ -517,7 +503,7 @@ TEST(Archs, Gemma3SlidingLayersDropTheirKvExactly) {
   kv.block_size = 4;  // the window of 8 spans 3 blocks: most of a 150-token run is dropped
   auto fast = cpu_session(*m, 2, 512, kv);
   auto ref = reference(*m);
-  const std::vector<int32_t> prompt = prompt_of(150, c.n_vocab, 17);
+  const std::vector<int32_t> prompt = test_prompt(150, c.n_vocab, 17);
   const Trace r = run(*ref, prompt, 6);
   const Trace f = run(*fast, prompt, 6, &r.greedy);
   EXPECT_EQ(f.greedy, r.greedy);
@@ -603,7 +589,7 @@ TEST(Archs, Gemma3RepeatKvWithASlidingSpanShorterThanABlock) {
   auto s = cpu_session(*m, 2, 512, kv);
   ASSERT_NE(s, nullptr);
   auto* cs = dynamic_cast<cpu::CpuSession*>(s.get());
-  ASSERT_TRUE(s->eval(prompt_of(40, m->config().n_vocab, 5), true).ok());
+  ASSERT_TRUE(s->eval(test_prompt(40, m->config().n_vocab, 5), true).ok());
   const kv::KvCacheSet& set = cs->caches();
   ASSERT_EQ(set.n_groups(), 2);
   const kv::KvCache& sliding = set.group(1);

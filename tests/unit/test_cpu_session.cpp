@@ -216,10 +216,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
                                          GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
                                          GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" +
-             type_name(static_cast<uint32_t>(std::get<1>(info.param)));
-    });
+    arch_type_test_name);
 
 // Every llama.cpp mix the test models write (tests/support/quant_mix.h), as a file of that mix
 // holds its types: 4 layers, so q3_k_m's attn_v has both its Q5_K and its Q4_K layers; n_gqa 4,

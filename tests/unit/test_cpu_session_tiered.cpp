@@ -115,17 +115,6 @@ KvSetup spilled(int64_t block, int64_t window, int threads = 2) {
   return u;
 }
 
-std::vector<int32_t> random_prompt(int64_t n, int64_t n_vocab, uint32_t seed) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  uint32_t x = seed;
-  p[0] = 1;
-  for (size_t i = 1; i < p.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    p[i] = static_cast<int32_t>(3 + (x >> 8) % static_cast<uint32_t>(n_vocab - 3));
-  }
-  return p;
-}
-
 std::unique_ptr<Model> load_test_model(const TempDir& dir, const TestModelSpec& spec) {
   const std::string path = dir.file(spec.arch + ".gguf");
   EXPECT_TRUE(write_test_model(spec, path).ok());
@@ -138,7 +127,7 @@ std::unique_ptr<Model> load_test_model(const TempDir& dir, const TestModelSpec& 
 // blocks really reached the disk, and nothing came back from a cold tier.
 void expect_spilling_is_exact(const Model& m, int64_t block, int64_t window, int64_t n_prompt,
                               int n_decode, const std::string& spill, int64_t ubatch = 512) {
-  const std::vector<int32_t> prompt = random_prompt(n_prompt, m.config().n_vocab, 7);
+  const std::vector<int32_t> prompt = test_prompt(n_prompt, m.config().n_vocab, 7);
   auto ref = make(m, unspilled(block), spill);
   KvSetup u = spilled(block, window);
   u.ubatch = ubatch;
@@ -285,7 +274,7 @@ TEST(TieredSession, ThreadCountDoesNotChangeABitWhileSpilling) {
   spec.n_ctx = 1024;
   auto m = load_test_model(dir, spec);
   ASSERT_NE(m, nullptr);
-  const std::vector<int32_t> prompt = random_prompt(300, spec.n_vocab, 3);
+  const std::vector<int32_t> prompt = test_prompt(300, spec.n_vocab, 3);
   KvSetup one = spilled(16, 10, 1), two = spilled(16, 10, 2);
   auto a = make(*m, one, dir.path()), b = make(*m, two, dir.path());
   const Trace ra = run(*a, prompt, 12), rb = run(*b, prompt, 12);
@@ -298,7 +287,7 @@ TEST(TieredSession, ApproximateModesDifferOnceColdBlocksExist) {
   spec.n_ctx = 1024;
   auto m = load_test_model(dir, spec);
   ASSERT_NE(m, nullptr);
-  const std::vector<int32_t> prompt = random_prompt(200, spec.n_vocab, 11);
+  const std::vector<int32_t> prompt = test_prompt(200, spec.n_vocab, 11);
   const std::vector<int32_t> short_prompt(prompt.begin(), prompt.begin() + 12);
 
   KvSetup exact = spilled(16, 10);
@@ -349,7 +338,7 @@ TEST(TieredSession, TelemetryCountsTiersAndTimes) {
   ASSERT_NE(m, nullptr);
   auto s = make(*m, spilled(16, 10), dir.path());
   ASSERT_NE(s, nullptr);
-  const Trace r = run(*s, random_prompt(100, spec.n_vocab, 5), 20);
+  const Trace r = run(*s, test_prompt(100, spec.n_vocab, 5), 20);
   ASSERT_TRUE(s->flush_kv().ok());
   const SessionUsage st = s->usage();
   EXPECT_EQ(st.n_past, 120);
@@ -385,7 +374,7 @@ TEST(TieredSession, BudgetsLimitTheContextWithTheirMessage) {
   auto s = make(*m, u, dir.path());
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->n_ctx(), 32) << "one window block and one host block";
-  const std::vector<int32_t> p = random_prompt(30, spec.n_vocab, 1);
+  const std::vector<int32_t> p = test_prompt(30, spec.n_vocab, 1);
   ASSERT_TRUE(s->eval(p, true).ok());
   const std::vector<int32_t> more = {5, 6, 7};
   auto st = s->eval(more, true);
@@ -415,7 +404,7 @@ TEST(TieredSession, SnapshotSkipsTheRestoredPrefill) {
   spec.n_ctx = 1024;
   auto m = load_test_model(dir, spec);
   ASSERT_NE(m, nullptr);
-  const std::vector<int32_t> prompt = random_prompt(150, spec.n_vocab, 21);
+  const std::vector<int32_t> prompt = test_prompt(150, spec.n_vocab, 21);
   const std::string snap = dir.file("prompt.kv");
 
   for (const kv::KvAttention mode : {kv::KvAttention::Exact, kv::KvAttention::TopK}) {
@@ -478,7 +467,7 @@ TEST(TieredSession, RepeatKvFillsEveryTierWithCopiesOfTheStoredBlocks) {
   spec.n_ctx = 1024;
   auto m = load_test_model(dir, spec);
   ASSERT_NE(m, nullptr);
-  const std::vector<int32_t> prompt = random_prompt(40, spec.n_vocab, 5);  // 2 blocks + 8
+  const std::vector<int32_t> prompt = test_prompt(40, spec.n_vocab, 5);  // 2 blocks + 8
   const auto sz = [](int64_t a) { return static_cast<size_t>(a); };
   auto s = make(*m, spilled(16, 10), dir.path());
   ASSERT_TRUE(s->eval(prompt, true).ok());

@@ -33,17 +33,6 @@ namespace {
 // above 0.21 went the other way.
 constexpr double kClearMargin = 0.5;
 
-std::vector<int32_t> prompt_of(int64_t n, int64_t n_vocab, uint32_t seed) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  uint32_t x = seed;
-  p[0] = 1;
-  for (size_t i = 1; i < p.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    p[i] = static_cast<int32_t>(3 + (x >> 8) % static_cast<uint32_t>(n_vocab - 3));
-  }
-  return p;
-}
-
 using Logits = std::vector<std::vector<float>>;
 
 // Prefills `prompt`, then n decode steps of `tokens` (the reference's greedy ones) or, when
@@ -100,7 +89,7 @@ TEST_P(MoeRouting, FollowsTheReferencesRoutesAndChoosesAsItDoesAwayFromTies) {
   ASSERT_TRUE(model.ok()) << model.error().message;
   const Model& m = **model;
   const int64_t n_layer = m.config().n_layer, k = m.config().n_expert_used;
-  const std::vector<int32_t> prompt = prompt_of(40, m.config().n_vocab, 3);
+  const std::vector<int32_t> prompt = test_prompt(40, m.config().n_vocab, 3);
   constexpr int kSteps = 8;
 
   SessionParams sp;
@@ -208,10 +197,7 @@ INSTANTIATE_TEST_SUITE_P(QuantizedMoe, MoeRouting,
                          ::testing::Combine(::testing::Values("qwen3moe", "mixtral", "qwen2moe"),
                                             ::testing::Values(GgmlType::Q8_0, GgmlType::Q4_K,
                                                               GgmlType::Q6_K, GgmlType::Q3_K)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  type_name(static_cast<uint32_t>(std::get<1>(info.param)));
-                         });
+                         arch_type_test_name);
 
 // The hook refuses a route it cannot follow, naming it.
 TEST(MoeRouting, AForcedRouteOfTheWrongShapeIsRefused) {

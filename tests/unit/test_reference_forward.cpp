@@ -14,6 +14,7 @@
 #include "engine/model/model.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/arch_specs.h"
 #include "tests/support/test_model.h"
 
 namespace spw {
@@ -148,10 +149,7 @@ INSTANTIATE_TEST_SUITE_P(AllArchs, ReferenceArch,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
                                             ::testing::Values(GgmlType::F32, GgmlType::F16,
                                                               GgmlType::Q8_0, GgmlType::Q4_K)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  type_name(static_cast<uint32_t>(std::get<1>(info.param)));
-                         });
+                         arch_type_test_name);
 
 // NeoX RoPE pairs (i, i + d/2); normal RoPE pairs (2i, 2i+1). Permuting the rows of attn_q and
 // attn_k inside each head (row 2i <- i, row 2i+1 <- i + d/2) turns one into the other, which is

@@ -309,13 +309,7 @@ TEST_P(RopeLongPrompt, CpuMatchesTheReferencePastTheTrainedContext) {
   auto model = Model::load(path);
   ASSERT_TRUE(model.ok()) << model.error().message;
   constexpr int64_t kPrompt = 4100, kCtx = 4160;
-  std::vector<int32_t> prompt(kPrompt);
-  uint32_t x = 11;
-  prompt[0] = 1;
-  for (size_t i = 1; i < prompt.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    prompt[i] = static_cast<int32_t>(3 + (x >> 8) % static_cast<uint32_t>(lc.spec.n_vocab - 3));
-  }
+  const std::vector<int32_t> prompt = test_prompt(kPrompt, lc.spec.n_vocab, 11);
   SessionParams sp;
   sp.n_ctx = kCtx;
   sp.n_threads = 2;
