@@ -165,10 +165,8 @@ CLI::App* add_ask_command(CLI::App& app, AskArgs& a) {
   add_threads_option(*c, a.n_threads);
   add_sampling_options(*c, a.sampling);
   add_kv_type_options(*c, a.cache_type_k, a.cache_type_v);
-  c->add_option("--device", a.device,
-                "Where the model runs: auto | cpu | cuda (saved KV needs the CPU session)")
-      ->capture_default_str()
-      ->check(device_value());
+  add_device_option(*c, a.device,
+                    "Where the model runs: auto | cpu | cuda (saved KV needs the CPU session)");
   c->add_option("--template", a.template_name,
                 "Chat template instead of the detected one: " + chat_family_names());
   add_kv_options(*c, a.kv);

@@ -522,9 +522,7 @@ CLI::App* add_jobs_command(CLI::App& app, JobsArgs& a) {
   add_ctx_option(*add, a.n_ctx);
   add_threads_option(*add, a.n_threads);
   add_kv_type_options(*add, a.cache_type_k, a.cache_type_v);
-  add->add_option("--device", a.device, "auto | cpu | cuda")
-      ->capture_default_str()
-      ->check(device_value());
+  add_device_option(*add, a.device, "auto | cpu | cuda");
   add->add_option("--template", a.template_name, "Chat template instead of the detected one");
   add_kv_options(*add, a.kv);
   add->add_flag("--no-snapshot", a.no_snapshot, "Neither restore nor save documents' KV");

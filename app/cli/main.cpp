@@ -138,11 +138,7 @@ int main(int argc, char** argv) {
       "--reference", gen.reference,
       "Use the float64 reference forward pass (the oracle; slow, CPU only) instead of the fast "
       "path");
-  c_gen
-      ->add_option("--device", gen.device,
-                   "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
-      ->capture_default_str()
-      ->check(device_value());
+  add_device_option(*c_gen, gen.device);
   c_gen->add_flag("--parse-special", gen.parse_special,
                   "Recognise special-token texts in the prompt");
   add_kv_options(*c_gen, gen.kv);
@@ -182,11 +178,7 @@ int main(int argc, char** argv) {
   add_bench_count_options(*c_bench, bench);
   c_bench->add_flag("--reference", bench.reference,
                     "Time the float64 reference forward pass (CPU only) instead of the fast path");
-  c_bench
-      ->add_option("--device", bench.device,
-                   "Where the model runs: auto (CUDA when usable, else the CPU) | cpu | cuda")
-      ->capture_default_str()
-      ->check(device_value());
+  add_device_option(*c_bench, bench.device);
   c_bench->add_flag("--json", bench.json, "One JSON object on stdout");
   add_kv_options(*c_bench, bench.kv);
   add_depth_option(*c_bench, bench.depth);

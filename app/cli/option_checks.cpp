@@ -249,13 +249,15 @@ Status check_output_writable(const std::string& flag, const std::string& path) {
   return Status::Ok();
 }
 
-CLI::Validator device_value() {
-  return parsed_by(
-      [](const std::string& v) {
-        auto d = parse_device(v);
-        return d ? std::string() : "--device: " + d.error().message;
-      },
-      "DEVICE");
+CLI::Option* add_device_option(CLI::App& sub, std::string& device, const std::string& help) {
+  return sub.add_option("--device", device, help)
+      ->capture_default_str()
+      ->check(parsed_by(
+          [](const std::string& v) {
+            auto d = parse_device(v);
+            return d ? std::string() : "--device: " + d.error().message;
+          },
+          "DEVICE"));
 }
 
 }  // namespace spw::cli

@@ -68,9 +68,14 @@ CLI::Validator size_at_least(const std::string& flag, int64_t min_bytes);
 CLI::Validator parsed_by(std::function<std::string(const std::string&)> parse,
                          const std::string& what);
 
-/// --device: auto | cpu | cuda (engine/backend/device.h parse_device), checked while parsing:
-/// "--device 'tpu': ..." and exit 2 as other refused values.
-CLI::Validator device_value();
+/// --device: auto | cpu | cuda (engine/backend/device.h parse_device), default "auto", checked
+/// while parsing: "--device: unknown device 'tpu' (accepted: auto, cpu, cuda)" and exit 2 as
+/// other refused values.
+CLI::Option* add_device_option(
+    CLI::App& sub, std::string& device,
+    const std::string& help =
+        "Where the model runs: auto (CUDA when usable, else the CPU) | cpu "
+        "| cuda");
 
 /// --cache-type-k and --cache-type-v into `type_k` / `type_v`, each checked while parsing to be
 /// f32 | f16 | q8_0 (engine/session/session.h parse_kv_type): "--cache-type-k: unknown KV cache

@@ -32,9 +32,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
   add_ctx_option(*c, a.n_ctx);
   add_threads_option(*c, a.n_threads);
   add_kv_type_options(*c, a.cache_type_k, a.cache_type_v);
-  c->add_option("--device", a.device, "auto | cpu | cuda")
-      ->capture_default_str()
-      ->check(device_value());
+  add_device_option(*c, a.device, "auto | cpu | cuda");
   c->add_option("--template", a.template_name, "Chat template (default: the model's)");
   c->add_option("--alias", a.alias, "Model id to serve (default: the model's file name)");
   c->add_option("--max-queue", a.max_queue,
