@@ -179,6 +179,20 @@ void quantize_k256(const float* X, int64_t n_tokens, int64_t n, BlockQ8K256* Xq,
   }
 }
 
+// What a thread's kept activations were quantized from (gemm's GemmInput::SameAsLast).
+struct ActivationKey {
+  const float* x = nullptr;
+  int64_t n_tokens = 0, n_in = 0;
+  bool k256 = false;                     // BlockQ8K256 (Q4_K) rather than BlockQ8A (Q8_0)
+  const GemmKernels* kernels = nullptr;  // the SIMD level whose side arrays were made
+  bool operator==(const ActivationKey&) const = default;
+};
+
+ActivationKey& last_activations() {
+  thread_local ActivationKey last;
+  return last;
+}
+
 // Reused activation buffers of the calling thread (grow, never shrink).
 template <typename T>
 T* scratch(std::vector<T>& buf, size_t n) {
@@ -231,43 +245,84 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   return p;
 }
 
-void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool) {
+void gemm_forget_input() { last_activations() = ActivationKey{}; }
+
+void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool,
+          GemmInput input) {
   if (n_tokens <= 0) return;
   const GemmKernels& k = active_kernels();
   const bool k4 = W.type == GgmlType::Q4_K;
   const int64_t n_in = W.n_in, n_out = W.n_out, nb = n_in / (k4 ? kQK_K : 32);
   const auto n_blocks = static_cast<size_t>(n_tokens * nb);
+  const int T = k4 ? k.max_tokens_k : k.max_tokens;
+  // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
   thread_local std::vector<int32_t> cbuf;
   thread_local std::vector<int16_t> bbuf;
+  thread_local std::vector<uint8_t> pbuf;
+  ActivationKey& last = last_activations();
+  const ActivationKey key{X, n_tokens, n_in, k4, &k};
+  const bool tile8 = !k4 && k.q8_0_tile8 != nullptr && T == 8;
+  const int64_t n_tiles8 = tile8 ? n_tokens / 8 : 0;
+  const size_t tile_bytes = static_cast<size_t>(nb) * kQ8ATileBlockBytes;
   // Plain pointers: the workers below must not name the thread_local buffers (they would get
   // their own).
   BlockQ8K256* xkp = k4 ? scratch(xk, n_blocks) : nullptr;
   BlockQ8A* xap = k4 ? nullptr : scratch(xa, n_blocks);
-  if (k4) {
-    quantize_k256(X, n_tokens, n_in, xkp, pool);
-  } else {
-    quantize_activations(W.type, X, n_tokens, n_in, xap, pool);
+  int16_t* bs = k4 ? scratch(bbuf, n_blocks * 8) : nullptr;
+  int32_t* comp = !k4 && k.uses_comp ? scratch(cbuf, n_blocks) : nullptr;
+  uint8_t* xpk = nullptr;  // the packed 8-token tiles, 64-byte aligned
+  if (n_tiles8 > 0) {
+    uint8_t* base = scratch(pbuf, static_cast<size_t>(n_tiles8) * tile_bytes + 64);
+    xpk = base + (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   }
-  int32_t* comp = nullptr;
-  int16_t* bs = nullptr;
-  if (k4) {  // sub-block sums of 32 codes: |sum| <= 32 x 127 fits int16
-    bs = scratch(bbuf, n_blocks * 8);
-    for (size_t i = 0; i < n_blocks; ++i) {
-      for (int j = 0; j < 8; ++j)
-        bs[i * 8 + j] = static_cast<int16_t>(xkp[i].bsums[2 * j] + xkp[i].bsums[2 * j + 1]);
+  if (input != GemmInput::SameAsLast || !(key == last)) {
+    last = ActivationKey{};  // nothing valid while the buffers are rewritten
+    if (k4) {
+      quantize_k256(X, n_tokens, n_in, xkp, pool);
+    } else {
+      quantize_activations(W.type, X, n_tokens, n_in, xap, pool);
     }
-  } else if (k.uses_comp) {
-    comp = scratch(cbuf, n_blocks);
-    for (size_t i = 0; i < n_blocks; ++i) {
-      int32_t s = 0;
-      for (int8_t q : xap[i].qs) s += q;
-      comp[i] = -128 * s;
+    // What the tiles read beside the codes, one pass over tokens 8 at a time: Q4_K's sub-block
+    // sums, Q8_0's u8-bias compensations and the packed 8-token tiles.
+    const auto side = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t1 = std::min(n_tokens, 8 * i + 8);
+        for (int64_t t = 8 * i; t < t1; ++t) {
+          for (int64_t b = 0; b < nb; ++b) {
+            const size_t src = static_cast<size_t>(t * nb + b);
+            if (k4) {  // sums of 32 codes: |sum| <= 32 x 127 fits int16
+              for (int j = 0; j < 8; ++j) {
+                bs[src * 8 + j] =
+                    static_cast<int16_t>(xkp[src].bsums[2 * j] + xkp[src].bsums[2 * j + 1]);
+              }
+              continue;
+            }
+            if (comp == nullptr) continue;
+            int32_t sum = 0;
+            for (int8_t q : xap[src].qs) sum += q;
+            comp[src] = -128 * sum;
+            if (i >= n_tiles8) continue;
+            uint8_t* o = xpk + i * tile_bytes + b * kQ8ATileBlockBytes;
+            const int tt = static_cast<int>(t - 8 * i);
+            for (int kk = 0; kk < 8; ++kk)
+              std::memcpy(o + 32 * kk + 4 * tt, xap[src].qs + 4 * kk, 4);
+            std::memcpy(o + 256 + 4 * tt, &comp[src], 4);
+            std::memcpy(o + 288 + 4 * tt, &xap[src].d, 4);
+          }
+        }
+      }
+    };
+    const int64_t n_eights = (n_tokens + 7) / 8;
+    if (n_tokens * nb < 1024) {
+      side(0, n_eights);
+    } else {
+      pool.parallel_for(n_eights, side);
     }
+    last = key;
   }
   const uint8_t* wp = W.bytes.get();
-  const int T = k4 ? k.max_tokens_k : k.max_tokens;
   const auto body = [&](int64_t g0, int64_t g1) {
     for (int64_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
       const int64_t te = std::min(n_tokens, tb + kTokenBlock);
@@ -278,7 +333,9 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
         float* yg = Y + g * kGemmGroupRows;
         for (int64_t t = tb; t < te; t += T) {
           const int nt = static_cast<int>(std::min<int64_t>(T, te - t));
-          if (k4) {
+          if (nt == 8 && xpk != nullptr) {  // t is a multiple of 8 here (kTokenBlock is)
+            k.q8_0_tile8(wg, nb, xpk + (t / 8) * tile_bytes, yg + t * n_out, n_out, nr);
+          } else if (k4) {
             k.q4_k(wg, nb, xkp + t * nb, nb, bs + t * nb * 8, yg + t * n_out, n_out, nr, nt);
           } else {
             k.q8_0(wg, nb, xap + t * nb, nb, comp != nullptr ? comp + t * nb : nullptr,

@@ -81,11 +81,24 @@ struct PackedMatrix {
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
                          ThreadPool& pool);
 
+/// Whether X holds what it held at the calling thread's previous gemm() call with the same X
+/// pointer (the caller's promise: e.g. attn_k and attn_v after attn_q of the same normed input).
+/// Then the activations quantized by that call are used again when they fit (same pointer,
+/// token count, row length, activation format and SIMD level); otherwise gemm quantizes as for
+/// New. Results are the same either way.
+enum class GemmInput { New, SameAsLast };
+
+/// Drops the calling thread's kept activations: its next SameAsLast call quantizes. For a caller
+/// whose products of one input do not all run here (a matrix without a repacked layout computes
+/// elsewhere, so gemm cannot see that the input changed before it).
+void gemm_forget_input();
+
 /// Y[t][r] = W[r] . X[t] for t < n_tokens, r < n_out. X: [n_tokens][n_in] floats, Y:
 /// [n_tokens][n_out]. Activations are quantized once; each thread takes whole row groups and
 /// walks them a block of tokens at a time, one kernel call per 16 rows x up to 8 tokens (Q8_0
-/// at avx512; 4 tokens otherwise), so a weight group is read from memory once per 64 tokens.
-/// n_tokens = 1 is decode.
-void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool);
+/// at avx512, full 8-token tiles over activations packed per tile; 4 tokens otherwise), so a
+/// weight group is read from memory once per 64 tokens. n_tokens = 1 is decode.
+void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool,
+          GemmInput input = GemmInput::New);
 
 }  // namespace spw::cpu

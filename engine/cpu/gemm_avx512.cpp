@@ -74,6 +74,60 @@ void q8_0(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int
   }
 }
 
+// Q8_0 over a packed 8-token activation tile (gemm_kernels.h's kQ8ATileBlockBytes layout): the
+// same integer sums and float steps as q8_0_tile<8>, with every activation operand a 32-bit
+// embedded broadcast of one base pointer (no separate broadcast instructions, one address
+// register) and the block's compensations and scales beside its codes.
+#define SPW_DPBUSD_BCAST(acc, wv, ptr) \
+  __asm__("vpdpbusd %[x]%{1to16%}, %[w], %[s]" : [s] "+v"(acc) : [w] "v"(wv), [x] "m"(*(ptr)))
+
+void q8_0_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * kQ8_0GroupBlockBytes;
+    const auto* xq = reinterpret_cast<const int32_t*>(xp + b * kQ8ATileBlockBytes);
+    const int32_t* comp = xq + 64;
+    const float* d = reinterpret_cast<const float*>(xq + 72);
+    __m512i s0 = _mm512_set1_epi32(comp[0]), s1 = _mm512_set1_epi32(comp[1]),
+            s2 = _mm512_set1_epi32(comp[2]), s3 = _mm512_set1_epi32(comp[3]),
+            s4 = _mm512_set1_epi32(comp[4]), s5 = _mm512_set1_epi32(comp[5]),
+            s6 = _mm512_set1_epi32(comp[6]), s7 = _mm512_set1_epi32(comp[7]);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i wv = _mm512_loadu_si512(wb + 64 * k);
+      const int32_t* q = xq + 8 * k;
+      SPW_DPBUSD_BCAST(s0, wv, q + 0);
+      SPW_DPBUSD_BCAST(s1, wv, q + 1);
+      SPW_DPBUSD_BCAST(s2, wv, q + 2);
+      SPW_DPBUSD_BCAST(s3, wv, q + 3);
+      SPW_DPBUSD_BCAST(s4, wv, q + 4);
+      SPW_DPBUSD_BCAST(s5, wv, q + 5);
+      SPW_DPBUSD_BCAST(s6, wv, q + 6);
+      SPW_DPBUSD_BCAST(s7, wv, q + 7);
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 512)));
+    a0 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[0])), _mm512_cvtepi32_ps(s0), a0);
+    a1 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[1])), _mm512_cvtepi32_ps(s1), a1);
+    a2 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[2])), _mm512_cvtepi32_ps(s2), a2);
+    a3 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[3])), _mm512_cvtepi32_ps(s3), a3);
+    a4 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[4])), _mm512_cvtepi32_ps(s4), a4);
+    a5 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[5])), _mm512_cvtepi32_ps(s5), a5);
+    a6 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[6])), _mm512_cvtepi32_ps(s6), a6);
+    a7 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[7])), _mm512_cvtepi32_ps(s7), a7);
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  _mm512_mask_storeu_ps(y + 0 * ys, m, a0);
+  _mm512_mask_storeu_ps(y + 1 * ys, m, a1);
+  _mm512_mask_storeu_ps(y + 2 * ys, m, a2);
+  _mm512_mask_storeu_ps(y + 3 * ys, m, a3);
+  _mm512_mask_storeu_ps(y + 4 * ys, m, a4);
+  _mm512_mask_storeu_ps(y + 5 * ys, m, a5);
+  _mm512_mask_storeu_ps(y + 6 * ys, m, a6);
+  _mm512_mask_storeu_ps(y + 7 * ys, m, a7);
+}
+#undef SPW_DPBUSD_BCAST
+
 // Q4_K (gemm.h's Q4_K record): per super-block and token, I = sum_j sc_j S_j (VPDPBUSD of the
 // nibbles against the token's codes, VPMULLD by the sub-block scales) and M = sum_j m_j bs_j
 // (VPDPWSSD of the mins against the token's sub-block sums), exact integers; then
@@ -156,7 +210,7 @@ void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const 
 }  // namespace
 
 const GemmKernels* gemm_kernels_avx512() {
-  static const GemmKernels k{&q8_0, &q4_k, 4, 8, true};
+  static const GemmKernels k{&q8_0, &q4_k, 4, 8, true, &q8_0_tile8p};
   return &k;
 }
 

@@ -25,12 +25,23 @@ using GemmTileFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8A* x, int
 using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t x_stride,
                              const int16_t* bs, float* y, int64_t y_stride, int nr, int nt);
 
+/// Q8_0 activations of 8 tokens packed for q8_0_tile8 (kQ8ATileBlockBytes per block b, 64-byte
+/// aligned): qs[8][8][4] (k, token t: token t's codes 4k .. 4k + 3 of block b), then comp[8]
+/// (int32: -128 x the sum of token t's codes in block b), then d[8] (float: token t's scale).
+inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32;  // 320
+
+/// Q8_0, 8 tokens x the 16 rows of one group over nb blocks, activations packed as above; the
+/// same sums and roundings as GemmTileFn. y[t * y_stride + r] for r < nr, t < 8.
+using GemmTile8Fn = void (*)(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y,
+                             int64_t y_stride, int nr);
+
 struct GemmKernels {
   GemmTileFn q8_0;
   GemmTileKFn q4_k;
-  int max_tokens_k;  // tokens per q4_k tile call
-  int max_tokens;    // tokens per tile call
-  bool uses_comp;    // needs comp (VNNI's u8 bias); otherwise comp may be null
+  int max_tokens_k;                  // tokens per q4_k tile call
+  int max_tokens;                    // tokens per tile call
+  bool uses_comp;                    // needs comp (VNNI's u8 bias); otherwise comp may be null
+  GemmTile8Fn q8_0_tile8 = nullptr;  // full 8-token Q8_0 tiles over packed activations, or null
 };
 
 const GemmKernels* gemm_kernels_avx2();    // nullptr where not built

@@ -205,6 +205,53 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   }
 }
 
+// GemmInput::SameAsLast: a second product of the same input uses the first one's quantized
+// activations (shown by changing the input behind gemm's back: the result is still that of the
+// old input), gemm_forget_input() and any change of pointer, token count, row length or format
+// make it quantize again, and the reused activations give exactly the fresh results.
+TEST(CpuGemm, SameAsLastReusesTheQuantizedInputOnlyWhereItFits) {
+  ThreadPool pool(2);
+  const int64_t n_in = 512, n_tokens = 37;
+  std::mt19937 rng(11);
+  const std::vector<float> X1 = gaussian(rng, n_tokens * n_in), X2 = gaussian(rng, n_tokens * n_in);
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
+    SCOPED_TRACE(std::string(simd_level_name(level)));
+    const std::vector<uint8_t> Wa = random_matrix(Q8, n_in, 40, 1),
+                               Wb = random_matrix(Q8, n_in, 24, 2),
+                               Wk = random_matrix(Q4K, n_in, 24, 3);
+    const PackedMatrix A = pack_matrix(Q8, Wa.data(), n_in, 40, pool),
+                       B = pack_matrix(Q8, Wb.data(), n_in, 24, pool),
+                       K = pack_matrix(Q4K, Wk.data(), n_in, 24, pool);
+    const auto fresh = [&](const PackedMatrix& P, const std::vector<float>& X, int64_t n) {
+      std::vector<float> Y(static_cast<size_t>(n * P.n_out));
+      gemm(P, X.data(), n, Y.data(), pool);
+      return Y;
+    };
+    const std::vector<float> b1 = fresh(B, X1, n_tokens), b2 = fresh(B, X2, n_tokens),
+                             k2 = fresh(K, X2, n_tokens), b2_short = fresh(B, X2, 20);
+    std::vector<float> buf = X1, ya(static_cast<size_t>(n_tokens * 40)), yb(b1.size());
+    gemm(A, buf.data(), n_tokens, ya.data(), pool);
+    gemm(B, buf.data(), n_tokens, yb.data(), pool, GemmInput::SameAsLast);
+    EXPECT_EQ(0, std::memcmp(yb.data(), b1.data(), b1.size() * sizeof(float)));
+    // The input changes without telling gemm: the kept activations are X1's (the reuse happened).
+    buf = X2;
+    gemm(B, buf.data(), n_tokens, yb.data(), pool, GemmInput::SameAsLast);
+    EXPECT_EQ(0, std::memcmp(yb.data(), b1.data(), b1.size() * sizeof(float)));
+    // Told, it quantizes X2.
+    gemm_forget_input();
+    gemm(B, buf.data(), n_tokens, yb.data(), pool, GemmInput::SameAsLast);
+    EXPECT_EQ(0, std::memcmp(yb.data(), b2.data(), b2.size() * sizeof(float)));
+    // Another format (Q4_K's 256-element activations) or token count: quantized anew.
+    std::vector<float> yk(k2.size());
+    gemm(K, buf.data(), n_tokens, yk.data(), pool, GemmInput::SameAsLast);
+    EXPECT_EQ(0, std::memcmp(yk.data(), k2.data(), k2.size() * sizeof(float)));
+    std::vector<float> ys(b2_short.size());
+    gemm(B, buf.data(), 20, ys.data(), pool, GemmInput::SameAsLast);
+    EXPECT_EQ(0, std::memcmp(ys.data(), b2_short.data(), ys.size() * sizeof(float)));
+  }
+}
+
 TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   const std::string dir = ::testing::TempDir();
   TestModelSpec spec;

@@ -47,8 +47,8 @@ void CpuSession::ffn(int64_t il, int64_t n) {
     }
   } else {
     up_.resize(sz(n * n_ff));
-    mul(*w.ffn_gate, h_.data(), n, gate_.data());  // [n][n_ff]
-    mul(*w.ffn_up, h_.data(), n, up_.data());      // [n][n_ff]
+    mul(*w.ffn_gate, h_.data(), n, gate_.data());                          // [n][n_ff]
+    mul(*w.ffn_up, h_.data(), n, up_.data(), cpu::GemmInput::SameAsLast);  // [n][n_ff]
     gated(gate_.data(), up_.data(), gate_.data(), n * n_ff);
   }
   tmp_.resize(sz(n * c_.n_embd));
@@ -181,7 +181,7 @@ void CpuSession::moe(int64_t il, int64_t n) {
     gate_.resize(sz(n * n_sh));
     up_.resize(sz(n * n_sh));
     mul(*w.ffn_gate_shexp, h_.data(), n, gate_.data());
-    mul(*w.ffn_up_shexp, h_.data(), n, up_.data());
+    mul(*w.ffn_up_shexp, h_.data(), n, up_.data(), cpu::GemmInput::SameAsLast);
     swiglu(gate_.data(), up_.data(), gate_.data(), n * n_sh);
     ye_.resize(sz(n * n_embd));
     mul(*w.ffn_down_shexp, gate_.data(), n, ye_.data());

@@ -207,15 +207,18 @@ SessionUsage CpuSession::usage() const {
   return u;
 }
 
-void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y) {
+void CpuSession::mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y,
+                     cpu::GemmInput input) {
   // Types with a repacked layout run the int8 GEMM for decode and prefill alike (gemm.h).
-  if (const PackedMatrix* p = packed_->get(w, pool_)) return gemm(*p, X, n, Y, pool_);
+  if (const PackedMatrix* p = packed_->get(w, pool_)) return gemm(*p, X, n, Y, pool_, input);
+  cpu::gemm_forget_input();  // X may change before a later SameAsLast product of it
   mul(matrix_of(w), X, n, Y);
 }
 
 void CpuSession::mul_expert(const GgufTensorInfo& w, int64_t e, const float* X, int64_t n,
                             float* Y) {
   if (const PackedMatrix* p = packed_->get_expert(w, e, pool_)) return gemm(*p, X, n, Y, pool_);
+  cpu::gemm_forget_input();
   mul(expert_of(w, e), X, n, Y);
 }
 
@@ -408,8 +411,8 @@ void CpuSession::layer(int64_t il, int64_t n, bool store_kv) {
   } else {
     mul(*w.attn_q, h_.data(), n, q_.data());  // [n][q_dim]
     if (store_kv) {
-      mul(*w.attn_k, h_.data(), n, k_cur_.data());  // [n][k_dim]
-      mul(*w.attn_v, h_.data(), n, v_cur_.data());  // [n][v_dim]
+      mul(*w.attn_k, h_.data(), n, k_cur_.data(), cpu::GemmInput::SameAsLast);  // [n][k_dim]
+      mul(*w.attn_v, h_.data(), n, v_cur_.data(), cpu::GemmInput::SameAsLast);  // [n][v_dim]
     }
   }
   const RopeTable& rt = ropes_[layer_rope_[sz(il)]];

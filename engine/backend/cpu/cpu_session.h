@@ -26,6 +26,7 @@
 
 #include "engine/backend/cpu/tiered_attention.h"
 #include "engine/backend/device.h"
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/kv/kv_cache.h"
@@ -142,8 +143,10 @@ class CpuSession final : public Session {
   void route_hooks(int64_t il, int64_t n);
   // Y[n][n_out] = X[n][n_in] W^T for a weight matrix.
   void mul(const MatrixView& w, const float* X, int64_t n, float* Y);
-  // A whole weight tensor: its repacked form when it has one (packed_weights.h).
-  void mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y);
+  // A whole weight tensor: its repacked form when it has one (packed_weights.h). SameAsLast:
+  // X is unchanged since the previous mul of this X (gemm.h: its quantized form is reused).
+  void mul(const GgufTensorInfo& w, const float* X, int64_t n, float* Y,
+           cpu::GemmInput input = cpu::GemmInput::New);
   // Expert e of a 3-D stack: its repacked form when the type has one, else the plain path.
   void mul_expert(const GgufTensorInfo& w, int64_t e, const float* X, int64_t n, float* Y);
   // out = act(g) * u, n elements (the model's FFN activation).

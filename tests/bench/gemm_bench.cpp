@@ -1,0 +1,98 @@
+// gemm_bench: the int8 GEMM on repacked weights (engine/cpu/gemm.h) alone, for the matrix shapes
+// of the 250M benchmark model, against the int8 dot-product probe. A tool, not a test.
+//
+//   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K]
+//
+// GOP/s counts 2 x n_in x n_out x tokens (one multiply-add = 2 operations), as the probe and
+// `bench`'s pp_gflops_per_s do; the activations' quantization is inside the timed call.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/compute_probe.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/quant_dot.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/gguf/ggml_types.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace spw::cpu;
+
+struct Shape {
+  const char* name;
+  int64_t n_in, n_out;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t tokens = 512;
+  int threads = 2;
+  double seconds = 1.0;
+  spw::GgmlType type = spw::GgmlType::Q8_0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--tokens") {
+      tokens = std::stoll(v);
+    } else if (a == "--threads") {
+      threads = std::stoi(v);
+    } else if (a == "--seconds") {
+      seconds = std::stod(v);
+    } else if (a == "--type" && (v == "Q8_0" || v == "Q4_K")) {
+      type = v == "Q8_0" ? spw::GgmlType::Q8_0 : spw::GgmlType::Q4_K;
+    } else {
+      std::fprintf(stderr,
+                   "usage: gemm_bench [--tokens N] [--threads N] [--seconds S] "
+                   "[--type Q8_0|Q4_K]\n");
+      return 2;
+    }
+  }
+  ThreadPool pool(threads);
+  const Shape shapes[] = {{"attn_q/attn_output 1024x1024", 1024, 1024},
+                          {"attn_k/attn_v 1024x256", 1024, 256},
+                          {"ffn_gate/ffn_up 1024x2816", 1024, 2816},
+                          {"ffn_down 2816x1024", 2816, 1024}};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  double total_ops = 0.0, total_s = 0.0;
+  for (const Shape& s : shapes) {
+    const size_t rs = spw::row_size(type, s.n_in);
+    std::vector<uint8_t> w(rs * s.n_out);
+    std::vector<float> row(s.n_in);
+    for (int64_t r = 0; r < s.n_out; ++r) {
+      for (auto& v : row) v = g(rng);
+      spw::quantize_row(type, row.data(), w.data() + r * rs, s.n_in);
+    }
+    const PackedMatrix p = pack_matrix(type, w.data(), s.n_in, s.n_out, pool);
+    std::vector<float> X(static_cast<size_t>(s.n_in * tokens)),
+        Y(static_cast<size_t>(s.n_out * tokens));
+    for (auto& v : X) v = g(rng);
+    gemm(p, X.data(), tokens, Y.data(), pool);  // warm up
+    int reps = 0;
+    double best = 1e30;
+    const auto t0 = Clock::now();
+    double el = 0.0;
+    do {
+      const auto a = Clock::now();
+      gemm(p, X.data(), tokens, Y.data(), pool);
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - a).count());
+      ++reps;
+      el = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (el < seconds || reps < 3);
+    const double ops = 2.0 * static_cast<double>(s.n_in * s.n_out * tokens);
+    total_ops += ops;
+    total_s += el / reps;
+    std::printf("%-30s mean %8.3f ms  best %8.3f ms  %7.1f GOP/s (best %7.1f)\n", s.name,
+                el / reps * 1e3, best * 1e3, ops / (el / reps) / 1e9, ops / best / 1e9);
+  }
+  const double probe = probe_int8_gops_per_s(threads, 0.2);
+  std::printf("all shapes %7.1f GOP/s; int8 probe %7.1f GOP/s: %.0f %%\n",
+              total_ops / total_s / 1e9, probe, 100.0 * total_ops / total_s / 1e9 / probe);
+  return 0;
+}
