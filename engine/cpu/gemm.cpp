@@ -164,21 +164,6 @@ const GemmKernels& active_kernels() {
   return k != nullptr ? *k : kScalar;
 }
 
-// Q4_K's activations (BlockQ8K256: one scale per 256 elements, kernels.h says why), n_tokens
-// rows of n floats, spread over the pool as quantize_activations does.
-void quantize_k256(const float* X, int64_t n_tokens, int64_t n, BlockQ8K256* Xq, ThreadPool& pool) {
-  const QuantKernels& q = active_quant_kernels();
-  const int64_t nb = n / kQK_K;
-  const auto body = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) q.quantize_q8k256(X + t * n, Xq + t * nb, n);
-  };
-  if (n_tokens * n < 16384) {
-    body(0, n_tokens);
-  } else {
-    pool.parallel_for(n_tokens, body);
-  }
-}
-
 // What a thread's kept activations were quantized from (gemm's GemmInput::SameAsLast).
 struct ActivationKey {
   const float* x = nullptr;
@@ -279,17 +264,20 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   }
   if (input != GemmInput::SameAsLast || !(key == last)) {
     last = ActivationKey{};  // nothing valid while the buffers are rewritten
-    if (k4) {
-      quantize_k256(X, n_tokens, n_in, xkp, pool);
-    } else {
-      quantize_activations(W.type, X, n_tokens, n_in, xap, pool);
-    }
-    // What the tiles read beside the codes, one pass over tokens 8 at a time: Q4_K's sub-block
-    // sums, Q8_0's u8-bias compensations and the packed 8-token tiles.
+    // One pass over the tokens, 8 at a time: each token's codes (the matvec's quantizers), then
+    // what the tiles read beside them: Q4_K's sub-block sums, Q8_0's u8-bias compensations and
+    // the packed 8-token tiles.
+    const QuantKernels& qk = active_quant_kernels();
     const auto side = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t1 = std::min(n_tokens, 8 * i + 8);
         for (int64_t t = 8 * i; t < t1; ++t) {
+          if (k4) {
+            // BlockQ8K256: one scale per 256 elements (kernels.h says why)
+            qk.quantize_q8k256(X + t * n_in, xkp + t * nb, n_in);
+          } else {
+            quantize_activation_row(W.type, X + t * n_in, xap + t * nb, n_in);
+          }
           for (int64_t b = 0; b < nb; ++b) {
             const size_t src = static_cast<size_t>(t * nb + b);
             if (k4) {  // sums of 32 codes: |sum| <= 32 x 127 fits int16
@@ -315,7 +303,7 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
       }
     };
     const int64_t n_eights = (n_tokens + 7) / 8;
-    if (n_tokens * nb < 1024) {
+    if (n_tokens * n_in < 16384) {
       side(0, n_eights);
     } else {
       pool.parallel_for(n_eights, side);
