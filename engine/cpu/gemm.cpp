@@ -248,9 +248,10 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   thread_local std::vector<uint8_t> pbuf;
   ActivationKey& last = last_activations();
   const ActivationKey key{X, n_tokens, n_in, k4, &k};
-  const bool tile8 = !k4 && k.q8_0_tile8 != nullptr && T == 8;
-  const int64_t n_tiles8 = tile8 ? n_tokens / 8 : 0;
-  const size_t tile_bytes = static_cast<size_t>(nb) * kQ8ATileBlockBytes;
+  const GemmTile8Fn tile8 = k4 ? k.q4_k_tile8 : k.q8_0_tile8;
+  const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
+  const int64_t tile_block = k4 ? kQ8KTileBlockBytes : kQ8ATileBlockBytes;
+  const size_t tile_bytes = static_cast<size_t>(nb * tile_block);
   // Plain pointers: the workers below must not name the thread_local buffers (they would get
   // their own).
   BlockQ8K256* xkp = k4 ? scratch(xk, n_blocks) : nullptr;
@@ -280,20 +281,26 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
           }
           for (int64_t b = 0; b < nb; ++b) {
             const size_t src = static_cast<size_t>(t * nb + b);
+            uint8_t* o = i < n_tiles8 ? xpk + i * tile_bytes + b * tile_block : nullptr;
+            const int tt = static_cast<int>(t - 8 * i);
             if (k4) {  // sums of 32 codes: |sum| <= 32 x 127 fits int16
+              int16_t* bj = bs + src * 8;
               for (int j = 0; j < 8; ++j) {
-                bs[src * 8 + j] =
-                    static_cast<int16_t>(xkp[src].bsums[2 * j] + xkp[src].bsums[2 * j + 1]);
+                bj[j] = static_cast<int16_t>(xkp[src].bsums[2 * j] + xkp[src].bsums[2 * j + 1]);
               }
+              if (o == nullptr) continue;
+              for (int e = 0; e < kQK_K; e += 4)  // sub-block e / 32, group (e % 32) / 4
+                std::memcpy(o + 4 * (8 * (e / 4) + tt), xkp[src].qs + e, 4);
+              for (int pp = 0; pp < 4; ++pp)
+                std::memcpy(o + 2048 + 4 * (8 * pp + tt), bj + 2 * pp, 4);
+              std::memcpy(o + 2176 + 4 * tt, &xkp[src].d, 4);
               continue;
             }
             if (comp == nullptr) continue;
             int32_t sum = 0;
             for (int8_t q : xap[src].qs) sum += q;
             comp[src] = -128 * sum;
-            if (i >= n_tiles8) continue;
-            uint8_t* o = xpk + i * tile_bytes + b * kQ8ATileBlockBytes;
-            const int tt = static_cast<int>(t - 8 * i);
+            if (o == nullptr) continue;
             for (int kk = 0; kk < 8; ++kk)
               std::memcpy(o + 32 * kk + 4 * tt, xap[src].qs + 4 * kk, 4);
             std::memcpy(o + 256 + 4 * tt, &comp[src], 4);
@@ -319,11 +326,14 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
             static_cast<int>(std::min<int64_t>(kGemmGroupRows, n_out - g * kGemmGroupRows));
         const uint8_t* wg = wp + static_cast<size_t>(g) * W.group_bytes;
         float* yg = Y + g * kGemmGroupRows;
-        for (int64_t t = tb; t < te; t += T) {
+        int64_t t = tb;
+        if (xpk != nullptr) {  // whole 8-token tiles (tb is a multiple of 8: kTokenBlock is)
+          for (; t + 8 <= te; t += 8)
+            tile8(wg, nb, xpk + (t / 8) * tile_bytes, yg + t * n_out, n_out, nr);
+        }
+        for (; t < te; t += T) {
           const int nt = static_cast<int>(std::min<int64_t>(T, te - t));
-          if (nt == 8 && xpk != nullptr) {  // t is a multiple of 8 here (kTokenBlock is)
-            k.q8_0_tile8(wg, nb, xpk + (t / 8) * tile_bytes, yg + t * n_out, n_out, nr);
-          } else if (k4) {
+          if (k4) {
             k.q4_k(wg, nb, xkp + t * nb, nb, bs + t * nb * 8, yg + t * n_out, n_out, nr, nt);
           } else {
             k.q8_0(wg, nb, xap + t * nb, nb, comp != nullptr ? comp + t * nb : nullptr,

@@ -126,6 +126,82 @@ void q8_0_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
   _mm512_mask_storeu_ps(y + 6 * ys, m, a6);
   _mm512_mask_storeu_ps(y + 7 * ys, m, a7);
 }
+#define SPW_DPWSSD_BCAST(acc, wv, ptr) \
+  __asm__("vpdpwssd %[x]%{1to16%}, %[w], %[s]" : [s] "+v"(acc) : [w] "v"(wv), [x] "m"(*(ptr)))
+
+// Q4_K over a packed 8-token activation tile (kQ8KTileBlockBytes): per super-block, sub-block by
+// sub-block, the 8 tokens' sums S_j (VPDPBUSD of the nibbles, one weight operand for 8 tokens)
+// times the sub-block scale into I, and M = sum_j m_j bs_j (VPDPWSSD); exact integers as in
+// q4_k_tile, then the same two float steps per super-block.
+template <bool kHigh>
+inline void q4_k_subblock8(const uint8_t* wb, const int32_t* xq, int j, __m512i* isum) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0,
+          s7 = s0;
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const __m512i wv = _mm512_loadu_si512(wb + 64 * (8 * (j & 3) + g));
+    const __m512i op =
+        kHigh ? _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4) : _mm512_and_si512(wv, m4);
+    const int32_t* q = xq + 8 * (8 * j + g);
+    SPW_DPBUSD_BCAST(s0, op, q + 0);
+    SPW_DPBUSD_BCAST(s1, op, q + 1);
+    SPW_DPBUSD_BCAST(s2, op, q + 2);
+    SPW_DPBUSD_BCAST(s3, op, q + 3);
+    SPW_DPBUSD_BCAST(s4, op, q + 4);
+    SPW_DPBUSD_BCAST(s5, op, q + 5);
+    SPW_DPBUSD_BCAST(s6, op, q + 6);
+    SPW_DPBUSD_BCAST(s7, op, q + 7);
+  }
+  const __m512i sc =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2048 + 16 * j)));
+  isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(s0, sc));
+  isum[1] = _mm512_add_epi32(isum[1], _mm512_mullo_epi32(s1, sc));
+  isum[2] = _mm512_add_epi32(isum[2], _mm512_mullo_epi32(s2, sc));
+  isum[3] = _mm512_add_epi32(isum[3], _mm512_mullo_epi32(s3, sc));
+  isum[4] = _mm512_add_epi32(isum[4], _mm512_mullo_epi32(s4, sc));
+  isum[5] = _mm512_add_epi32(isum[5], _mm512_mullo_epi32(s5, sc));
+  isum[6] = _mm512_add_epi32(isum[6], _mm512_mullo_epi32(s6, sc));
+  isum[7] = _mm512_add_epi32(isum[7], _mm512_mullo_epi32(s7, sc));
+}
+
+void q4_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
+  __m512 acc[8];
+  for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * kQ4_KGroupBlockBytes;
+    const auto* xq = reinterpret_cast<const int32_t*>(xp + b * kQ8KTileBlockBytes);
+    __m512i isum[8];
+    for (int t = 0; t < 8; ++t) isum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) q4_k_subblock8<false>(wb, xq, j, isum);
+    for (int j = 4; j < 8; ++j) q4_k_subblock8<true>(wb, xq, j, isum);
+    __m512i mv[4];
+    for (int p = 0; p < 4; ++p) {
+      mv[p] = _mm512_cvtepu8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2176 + 32 * p)));
+    }
+    const __m512 d =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2304)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2336)));
+    const int32_t* bsp = xq + 512;
+    const float* dx = reinterpret_cast<const float*>(xq + 544);
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      __m512i msum = _mm512_setzero_si512();
+      SPW_DPWSSD_BCAST(msum, mv[0], bsp + t);
+      SPW_DPWSSD_BCAST(msum, mv[1], bsp + 8 + t);
+      SPW_DPWSSD_BCAST(msum, mv[2], bsp + 16 + t);
+      SPW_DPWSSD_BCAST(msum, mv[3], bsp + 24 + t);
+      const __m512 x = _mm512_set1_ps(dx[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, x), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, x), _mm512_cvtepi32_ps(msum), acc[t]);
+    }
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+#undef SPW_DPWSSD_BCAST
 #undef SPW_DPBUSD_BCAST
 
 // Q4_K (gemm.h's Q4_K record): per super-block and token, I = sum_j sc_j S_j (VPDPBUSD of the
@@ -210,7 +286,7 @@ void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const 
 }  // namespace
 
 const GemmKernels* gemm_kernels_avx512() {
-  static const GemmKernels k{&q8_0, &q4_k, 4, 8, true, &q8_0_tile8p};
+  static const GemmKernels k{&q8_0, &q4_k, 4, 8, true, &q8_0_tile8p, &q4_k_tile8p};
   return &k;
 }
 

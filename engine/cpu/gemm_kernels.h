@@ -30,8 +30,15 @@ using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K256* x,
 /// (int32: -128 x the sum of token t's codes in block b), then d[8] (float: token t's scale).
 inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32;  // 320
 
-/// Q8_0, 8 tokens x the 16 rows of one group over nb blocks, activations packed as above; the
-/// same sums and roundings as GemmTileFn. y[t * y_stride + r] for r < nr, t < 8.
+/// Q4_K activations (BlockQ8K256) of 8 tokens packed for q4_k_tile8 (kQ8KTileBlockBytes per
+/// super-block b): qs[8][8][8][4] (sub-block j, group g, token t: token t's codes 32j + 4g ..
+/// 32j + 4g + 3), then bs[4][8][2] (pair p, token t: int16 sums of sub-blocks 2p and 2p + 1),
+/// then d[8] (float: token t's scale).
+inline constexpr int kQ8KTileBlockBytes = 2048 + 128 + 32;  // 2208
+
+/// 8 tokens x the 16 rows of one group over nb blocks (Q8_0) or super-blocks (Q4_K),
+/// activations packed as above; the same sums and roundings as GemmTileFn / GemmTileKFn.
+/// y[t * y_stride + r] for r < nr, t < 8.
 using GemmTile8Fn = void (*)(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y,
                              int64_t y_stride, int nr);
 
@@ -42,6 +49,7 @@ struct GemmKernels {
   int max_tokens;                    // tokens per tile call
   bool uses_comp;                    // needs comp (VNNI's u8 bias); otherwise comp may be null
   GemmTile8Fn q8_0_tile8 = nullptr;  // full 8-token Q8_0 tiles over packed activations, or null
+  GemmTile8Fn q4_k_tile8 = nullptr;  // the same for Q4_K, or null
 };
 
 const GemmKernels* gemm_kernels_avx2();    // nullptr where not built
