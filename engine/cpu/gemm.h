@@ -95,9 +95,11 @@ void gemm_forget_input();
 
 /// Y[t][r] = W[r] . X[t] for t < n_tokens, r < n_out. X: [n_tokens][n_in] floats, Y:
 /// [n_tokens][n_out]. Activations are quantized once; each thread takes whole row groups and
-/// walks them a block of tokens at a time, one kernel call per 16 rows x up to 8 tokens (Q8_0
-/// at avx512, full 8-token tiles over activations packed per tile; 4 tokens otherwise), so a
-/// weight group is read from memory once per 64 tokens. n_tokens = 1 is decode.
+/// walks them a block of tokens at a time, one kernel call per 16 rows x up to 8 tokens (at
+/// avx512: whole 8-token tiles over activations packed per tile for Q8_0 and Q4_K, the rest 8
+/// (Q8_0) or 4 (Q4_K) at a time; 4 tokens otherwise), so a weight group is read from memory once
+/// per 64 tokens. n_tokens = 1 is decode. Errors: none (preconditions as pack_matrix; scratch
+/// grows with n_tokens x n_in, up to 2.6 bytes per element: 3.7 MB for 512 x 2816).
 void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool,
           GemmInput input = GemmInput::New);
 
