@@ -54,6 +54,10 @@ void tile_prepare(const AttnShape& shape, const float* q, int64_t q_stride, int6
 /// nothing attended, output 0).
 void tile_state_reset(int64_t rows, int64_t head_dim_v, float* o, float* m, float* s);
 
+/// A hint that the first chunk of a block's rows (k, v as for tile_attend_block) is read next:
+/// its bytes are prefetched into L2 while the current block computes. No effect on results.
+void tile_prefetch_block(KvSpan k, KvSpan v, int64_t n);
+
 /// Attends the n rows of one KV head's block whose first row holds position block_pos0 (k, v:
 /// that head's rows, stride head_dim / head_dim_v elements apart: the block layout), causally
 /// and within each row's span, into the state. Blocks must come in position order.

@@ -96,6 +96,14 @@ void TieredAttention::run_tiled(ThreadPool& pool, const float* q_all,
           const kv::BlockView& view = blocks[static_cast<size_t>(b)];
           const KvSpan k{view.k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd};
           const KvSpan v{view.v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv};
+          const kv::BlockView* next =
+              b + 1 < job.b1 ? &blocks[static_cast<size_t>(b + 1)] : nullptr;
+          if (next != nullptr && next->k != nullptr && next->v != nullptr) {  // the next block's
+            tile_prefetch_block(                                              // first chunk
+                KvSpan{next->k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd},
+                KvSpan{next->v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv},
+                next->n_tokens);
+          }
           tile_attend_block(shape, tq, k, v, view.pos0, view.n_tokens, o, m, s);
           (qb.cold(b) ? cold_ns : window_ns) += ns_since(t0);
         }
