@@ -178,6 +178,31 @@ ActivationKey& last_activations() {
   return last;
 }
 
+// What the Q4_K tiles read beside token t's codes of super-block xb: the sums of its 8
+// sub-blocks (|sum| <= 32 x 127 fits int16) into bj[8], and where o is not null (a whole 8-token
+// tile) its codes, sums and scale into slot tt of that tile (gemm_kernels.h's
+// kQ8KTileBlockBytes layout).
+void side_q8k256(const BlockQ8K256& xb, int16_t* bj, uint8_t* o, int tt) {
+  for (int j = 0; j < 8; ++j) bj[j] = static_cast<int16_t>(xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+  if (o == nullptr) return;
+  for (int e = 0; e < kQK_K; e += 4)  // sub-block e / 32, group (e % 32) / 4
+    std::memcpy(o + 4 * (8 * (e / 4) + tt), xb.qs + e, 4);
+  for (int p = 0; p < 4; ++p) std::memcpy(o + 2048 + 4 * (8 * p + tt), bj + 2 * p, 4);
+  std::memcpy(o + 2176 + 4 * tt, &xb.d, 4);
+}
+
+// The same for Q8_0 at a level with VNNI's u8 bias: comp = -128 x the sum of the block's codes,
+// and where o is not null its codes, comp and scale into slot tt (kQ8ATileBlockBytes layout).
+void side_q8a(const BlockQ8A& xb, int32_t& comp, uint8_t* o, int tt) {
+  int32_t sum = 0;
+  for (int8_t q : xb.qs) sum += q;
+  comp = -128 * sum;
+  if (o == nullptr) return;
+  for (int k = 0; k < 8; ++k) std::memcpy(o + 32 * k + 4 * tt, xb.qs + 4 * k, 4);
+  std::memcpy(o + 256 + 4 * tt, &comp, 4);
+  std::memcpy(o + 288 + 4 * tt, &xb.d, 4);
+}
+
 // Reused activation buffers of the calling thread (grow, never shrink).
 template <typename T>
 T* scratch(std::vector<T>& buf, size_t n) {
@@ -279,32 +304,15 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
           } else {
             quantize_activation_row(W.type, X + t * n_in, xap + t * nb, n_in);
           }
+          const int tt = static_cast<int>(t - 8 * i);
           for (int64_t b = 0; b < nb; ++b) {
             const size_t src = static_cast<size_t>(t * nb + b);
             uint8_t* o = i < n_tiles8 ? xpk + i * tile_bytes + b * tile_block : nullptr;
-            const int tt = static_cast<int>(t - 8 * i);
-            if (k4) {  // sums of 32 codes: |sum| <= 32 x 127 fits int16
-              int16_t* bj = bs + src * 8;
-              for (int j = 0; j < 8; ++j) {
-                bj[j] = static_cast<int16_t>(xkp[src].bsums[2 * j] + xkp[src].bsums[2 * j + 1]);
-              }
-              if (o == nullptr) continue;
-              for (int e = 0; e < kQK_K; e += 4)  // sub-block e / 32, group (e % 32) / 4
-                std::memcpy(o + 4 * (8 * (e / 4) + tt), xkp[src].qs + e, 4);
-              for (int pp = 0; pp < 4; ++pp)
-                std::memcpy(o + 2048 + 4 * (8 * pp + tt), bj + 2 * pp, 4);
-              std::memcpy(o + 2176 + 4 * tt, &xkp[src].d, 4);
-              continue;
+            if (k4) {
+              side_q8k256(xkp[src], bs + src * 8, o, tt);
+            } else if (comp != nullptr) {
+              side_q8a(xap[src], comp[src], o, tt);
             }
-            if (comp == nullptr) continue;
-            int32_t sum = 0;
-            for (int8_t q : xap[src].qs) sum += q;
-            comp[src] = -128 * sum;
-            if (o == nullptr) continue;
-            for (int kk = 0; kk < 8; ++kk)
-              std::memcpy(o + 32 * kk + 4 * tt, xap[src].qs + 4 * kk, 4);
-            std::memcpy(o + 256 + 4 * tt, &comp[src], 4);
-            std::memcpy(o + 288 + 4 * tt, &xap[src].d, 4);
           }
         }
       }
