@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "engine/backend/cpu/tiered_attention.h"
 #include "engine/cpu/attention_tile.h"
@@ -91,18 +92,19 @@ void TieredAttention::run_tiled(ThreadPool& pool, const float* q_all,
         tile_state_reset(tq.rows, hdv, o, m, s);
         // Telemetry: a block is window or cold as the tile's last query sees it.
         const kv::QueryBlocks qb = rule_.query(p_first + job.nt - 1);
+        // KV head job.g's K and V rows of a block (head-major within the block, bs_ rows each).
+        const auto head_spans = [&](const kv::BlockView& bv) {
+          return std::pair{KvSpan{bv.k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd},
+                           KvSpan{bv.v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv}};
+        };
         for (int64_t b = job.b0; b < job.b1; ++b) {
           const auto t0 = Clock::now();
           const kv::BlockView& view = blocks[static_cast<size_t>(b)];
-          const KvSpan k{view.k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd};
-          const KvSpan v{view.v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv};
-          const kv::BlockView* next =
-              b + 1 < job.b1 ? &blocks[static_cast<size_t>(b + 1)] : nullptr;
-          if (next != nullptr && next->k != nullptr && next->v != nullptr) {  // the next block's
-            tile_prefetch_block(                                              // first chunk
-                KvSpan{next->k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd},
-                KvSpan{next->v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv},
-                next->n_tokens);
+          const auto [k, v] = head_spans(view);
+          if (b + 1 < job.b1) {  // the next block's first chunk comes in while this one computes
+            const kv::BlockView& next = blocks[static_cast<size_t>(b + 1)];
+            const auto [nk, nv] = head_spans(next);
+            tile_prefetch_block(nk, nv, next.n_tokens);
           }
           tile_attend_block(shape, tq, k, v, view.pos0, view.n_tokens, o, m, s);
           (qb.cold(b) ? cold_ns : window_ns) += ns_since(t0);
