@@ -83,7 +83,45 @@ void q4_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs,
   }
 }
 
-const GemmKernels kScalar{&q8_0_scalar, &q4_k_scalar, 4, 4, false};
+// Q6_K: per super-block and 32-element activation block j, I_j = sum over sub-blocks s = 2j,
+// 2j + 1 of sc_s (S_s - 32 half_s) in integers (|I_j| < 2^24: exact in float), then one FMA.
+void q6_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
+                 float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
+        uint16_t hd;
+        std::memcpy(&hd, wb + 3328 + 2 * r, sizeof hd);
+        const float dw = fp16_to_fp32(hd);
+        for (int j = 0; j < 8; ++j) {
+          const BlockQ8A& xb = x[t * xs + 8 * b + j];
+          int16_t neg[2];
+          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
+          int32_t i32 = 0;
+          for (int h = 0; h < 2; ++h) {
+            const int s = 2 * j + h;
+            int32_t sum = 0;
+            for (int e = 16 * s; e < 16 * s + 16; ++e) {
+              const uint8_t lo = wb[64 * ((e % 128) / 4) + 4 * r + e % 4];
+              const uint8_t hi = wb[2048 + 64 * ((e % 64) / 4) + 4 * r + e % 4];
+              const int q = (e < 128 ? lo & 0x0F : lo >> 4) | (((hi >> (2 * (e / 64))) & 3) << 4);
+              sum += q * xb.qs[e % 32];
+            }
+            const auto sc = static_cast<int8_t>(wb[3072 + 32 * j + 2 * r + h]);
+            i32 += sc * sum + 32 * sc * neg[h];
+          }
+          acc = std::fma(dw * xb.d, static_cast<float>(i32), acc);
+        }
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+const GemmKernels kScalar{&q8_0_scalar, &q4_k_scalar, 4,       4, false, nullptr,
+                          nullptr,      &q6_k_scalar, nullptr, 4};
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j.
 void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
@@ -147,6 +185,53 @@ void pack_q4_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
   }
 }
 
+// The 6-bit codes of a Q6_K block in element order (ggml's dequantize_row_q6_K layout: in the
+// 128-element half h, for l < 32, ql[64h + l] holds elements l (low nibble) and l + 64 (high
+// nibble), ql[64h + 32 + l] elements l + 32 and l + 96, qh[32h + l] the top 2 bits of the four
+// at bits 0, 2, 4, 6).
+void q6_k_codes(const BlockQ6_K& blk, uint8_t* q) {
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t a = blk.ql[64 * h + l], c = blk.ql[64 * h + 32 + l], hb = blk.qh[32 * h + l];
+      uint8_t* o = q + 128 * h + l;
+      o[0] = static_cast<uint8_t>((a & 0x0F) | ((hb & 3) << 4));
+      o[32] = static_cast<uint8_t>((c & 0x0F) | (((hb >> 2) & 3) << 4));
+      o[64] = static_cast<uint8_t>((a >> 4) | (((hb >> 4) & 3) << 4));
+      o[96] = static_cast<uint8_t>((c >> 4) | (((hb >> 6) & 3) << 4));
+    }
+  }
+}
+
+void pack_q6_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                     uint8_t* gd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * kQ6_KGroupBlockBytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      BlockQ6_K blk{};  // the padding rows: d = 0, codes and scales 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ6_K), sizeof blk);
+      uint8_t q[256];
+      q6_k_codes(blk, q);
+      for (int k = 0; k < 32; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          out[64 * k + 4 * r + j] =
+              static_cast<uint8_t>((q[4 * k + j] & 0x0F) | ((q[128 + 4 * k + j] & 0x0F) << 4));
+        }
+      }
+      for (int k = 0; k < 16; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          int v = 0;
+          for (int i = 0; i < 4; ++i) v |= (q[64 * i + 4 * k + j] >> 4) << (2 * i);
+          out[2048 + 64 * k + 4 * r + j] = static_cast<uint8_t>(v);
+        }
+      }
+      for (int s = 0; s < 16; ++s)
+        out[3072 + 32 * (s / 2) + 2 * r + s % 2] = static_cast<uint8_t>(blk.scales[s]);
+      std::memcpy(out + 3328 + 2 * r, &blk.d, sizeof blk.d);
+    }
+  }
+}
+
 const GemmKernels& active_kernels() {
   const GemmKernels* k = nullptr;
   switch (simd_level()) {
@@ -168,8 +253,9 @@ const GemmKernels& active_kernels() {
 struct ActivationKey {
   const float* x = nullptr;
   int64_t n_tokens = 0, n_in = 0;
-  bool k256 = false;                     // BlockQ8K256 (Q4_K) rather than BlockQ8A (Q8_0)
+  bool k256 = false;                     // BlockQ8K256 (Q4_K) rather than BlockQ8A (Q8_0, Q6_K)
   const GemmKernels* kernels = nullptr;  // the SIMD level whose side arrays were made
+  bool tiles = false;                    // the packed 8-token tiles were made too
   bool operator==(const ActivationKey&) const = default;
 };
 
@@ -178,10 +264,9 @@ ActivationKey& last_activations() {
   return last;
 }
 
-// What the Q4_K tiles read beside token t's codes of super-block xb: the sums of its 8
-// sub-blocks (|sum| <= 32 x 127 fits int16) into bj[8], and where o is not null (a whole 8-token
-// tile) its codes, sums and scale into slot tt of that tile (gemm_kernels.h's
-// kQ8KTileBlockBytes layout).
+// What the Q4_K tiles read beside token t's codes of super-block xb: the sums of its 8 sub-blocks
+// (|sum| <= 32 x 127 fits int16) into bj[8], and where o is not null (a whole 8-token tile) its
+// codes, sums and scale into slot tt of that tile (gemm_kernels.h's kQ8KTileBlockBytes layout).
 void side_q8k256(const BlockQ8K256& xb, int16_t* bj, uint8_t* o, int tt) {
   for (int j = 0; j < 8; ++j) bj[j] = static_cast<int16_t>(xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
   if (o == nullptr) return;
@@ -191,16 +276,23 @@ void side_q8k256(const BlockQ8K256& xb, int16_t* bj, uint8_t* o, int tt) {
   std::memcpy(o + 2176 + 4 * tt, &xb.d, 4);
 }
 
-// The same for Q8_0 at a level with VNNI's u8 bias: comp = -128 x the sum of the block's codes,
-// and where o is not null its codes, comp and scale into slot tt (kQ8ATileBlockBytes layout).
-void side_q8a(const BlockQ8A& xb, int32_t& comp, uint8_t* o, int tt) {
-  int32_t sum = 0;
-  for (int8_t q : xb.qs) sum += q;
-  comp = -128 * sum;
+// What the tiles read beside a BlockQ8A block: where comp is not null (Q8_0 at a level with
+// VNNI's u8 bias) -128 x the sum of its codes; always the negated sums of its two 16-element
+// halves as an int16 pair (Q6_K's offset); where o is not null its codes, comp, scale and
+// halves into slot tt of an 8-token tile (kQ8ATileBlockBytes layout).
+void side_q8a(const BlockQ8A& xb, int32_t* comp, int32_t& halves, uint8_t* o, int tt) {
+  int32_t lo = 0, hi = 0;
+  for (int i = 0; i < 16; ++i) lo += xb.qs[i];
+  for (int i = 16; i < 32; ++i) hi += xb.qs[i];
+  const int16_t pair[2] = {static_cast<int16_t>(-lo), static_cast<int16_t>(-hi)};
+  std::memcpy(&halves, pair, sizeof halves);
+  const int32_t c = -128 * (lo + hi);
+  if (comp != nullptr) *comp = c;
   if (o == nullptr) return;
   for (int k = 0; k < 8; ++k) std::memcpy(o + 32 * k + 4 * tt, xb.qs + 4 * k, 4);
-  std::memcpy(o + 256 + 4 * tt, &comp, 4);
+  std::memcpy(o + 256 + 4 * tt, &c, 4);
   std::memcpy(o + 288 + 4 * tt, &xb.d, 4);
+  std::memcpy(o + 320 + 4 * tt, &halves, 4);
 }
 
 // Reused activation buffers of the calling thread (grow, never shrink).
@@ -214,13 +306,17 @@ T* scratch(std::vector<T>& buf, size_t n) {
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
-bool gemm_packable(GgmlType type) { return type == GgmlType::Q8_0 || type == GgmlType::Q4_K; }
+bool gemm_packable(GgmlType type) {
+  if (type == GgmlType::Q6_K) return active_kernels().q6_k_tile8 != nullptr;
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
+}
 
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
                          ThreadPool& pool) {
-  assert(gemm_packable(type) && n_out >= 1);
-  const bool k4 = type == GgmlType::Q4_K;
-  const int64_t qk = k4 ? kQK_K : 32;
+  assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K) &&
+         n_out >= 1);
+  const bool k4 = type == GgmlType::Q4_K, k6 = type == GgmlType::Q6_K;
+  const int64_t qk = k4 || k6 ? kQK_K : 32;
   assert(n_in % qk == 0);
   PackedMatrix p;
   p.type = type;
@@ -228,7 +324,9 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   p.n_out = n_out;
   p.n_groups = (n_out + kGemmGroupRows - 1) / kGemmGroupRows;
   const int64_t nb = n_in / qk;
-  p.group_bytes = static_cast<size_t>(nb) * (k4 ? kQ4_KGroupBlockBytes : kQ8_0GroupBlockBytes);
+  p.group_bytes = static_cast<size_t>(nb) * (k4   ? kQ4_KGroupBlockBytes
+                                             : k6 ? kQ6_KGroupBlockBytes
+                                                  : kQ8_0GroupBlockBytes);
   // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
   // (THP "madvise" mode): the repack then takes a few hundred page faults instead of ~61,000
   // for a 250 MB model (measured 15x faster on this VM). The tail stays on small pages, so
@@ -247,6 +345,8 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
       uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
       if (k4) {
         pack_q4_k_group(src, rs, g, nb, n_out, gd);
+      } else if (k6) {
+        pack_q6_k_group(src, rs, g, nb, n_out, gd);
       } else {
         pack_q8_0_group(src, rs, g, nb, n_out, gd);
       }
@@ -261,28 +361,35 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
           GemmInput input) {
   if (n_tokens <= 0) return;
   const GemmKernels& k = active_kernels();
-  const bool k4 = W.type == GgmlType::Q4_K;
-  const int64_t n_in = W.n_in, n_out = W.n_out, nb = n_in / (k4 ? kQK_K : 32);
-  const auto n_blocks = static_cast<size_t>(n_tokens * nb);
-  const int T = k4 ? k.max_tokens_k : k.max_tokens;
+  const bool k4 = W.type == GgmlType::Q4_K;  // BlockQ8K256 activations; Q8_0, Q6_K: BlockQ8A
+  const bool k6 = W.type == GgmlType::Q6_K;
+  const int64_t n_in = W.n_in, n_out = W.n_out;
+  const int64_t nb = n_in / (k4 || k6 ? kQK_K : 32);  // weight blocks per row
+  const int64_t nx = n_in / (k4 ? kQK_K : 32);        // activation blocks per row
+  // A Q6_K matrix packed at a level with its tiles and used after a change of level: the
+  // portable tile (the same results).
+  const GemmKernels& kk = k6 && k.q6_k == nullptr ? kScalar : k;
+  const auto n_blocks = static_cast<size_t>(n_tokens * nx);
+  const int T = k4 ? k.max_tokens_k : k6 ? kk.max_tokens_6 : k.max_tokens;
   // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
-  thread_local std::vector<int32_t> cbuf;
+  thread_local std::vector<int32_t> cbuf, hbuf;
   thread_local std::vector<int16_t> bbuf;
   thread_local std::vector<uint8_t> pbuf;
   ActivationKey& last = last_activations();
-  const ActivationKey key{X, n_tokens, n_in, k4, &k};
-  const GemmTile8Fn tile8 = k4 ? k.q4_k_tile8 : k.q8_0_tile8;
+  const GemmTile8Fn tile8 = k6 ? kk.q6_k_tile8 : k4 ? k.q4_k_tile8 : k.q8_0_tile8;
   const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
+  const ActivationKey key{X, n_tokens, n_in, k4, &k, n_tiles8 > 0};
   const int64_t tile_block = k4 ? kQ8KTileBlockBytes : kQ8ATileBlockBytes;
-  const size_t tile_bytes = static_cast<size_t>(nb * tile_block);
+  const size_t tile_bytes = static_cast<size_t>(nx * tile_block);
   // Plain pointers: the workers below must not name the thread_local buffers (they would get
   // their own).
   BlockQ8K256* xkp = k4 ? scratch(xk, n_blocks) : nullptr;
   BlockQ8A* xap = k4 ? nullptr : scratch(xa, n_blocks);
   int16_t* bs = k4 ? scratch(bbuf, n_blocks * 8) : nullptr;
   int32_t* comp = !k4 && k.uses_comp ? scratch(cbuf, n_blocks) : nullptr;
+  int32_t* halves = k4 ? nullptr : scratch(hbuf, n_blocks);
   uint8_t* xpk = nullptr;  // the packed 8-token tiles, 64-byte aligned
   if (n_tiles8 > 0) {
     uint8_t* base = scratch(pbuf, static_cast<size_t>(n_tiles8) * tile_bytes + 64);
@@ -291,8 +398,8 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   if (input != GemmInput::SameAsLast || !(key == last)) {
     last = ActivationKey{};  // nothing valid while the buffers are rewritten
     // One pass over the tokens, 8 at a time: each token's codes (the matvec's quantizers), then
-    // what the tiles read beside them: Q4_K's sub-block sums, Q8_0's u8-bias compensations and
-    // the packed 8-token tiles.
+    // what the tiles read beside them: Q4_K's sub-block sums, the BlockQ8A blocks' u8-bias
+    // compensations and negated half sums, and the packed 8-token tiles.
     const QuantKernels& qk = active_quant_kernels();
     const auto side = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -300,18 +407,18 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
         for (int64_t t = 8 * i; t < t1; ++t) {
           if (k4) {
             // BlockQ8K256: one scale per 256 elements (kernels.h says why)
-            qk.quantize_q8k256(X + t * n_in, xkp + t * nb, n_in);
+            qk.quantize_q8k256(X + t * n_in, xkp + t * nx, n_in);
           } else {
-            quantize_activation_row(W.type, X + t * n_in, xap + t * nb, n_in);
+            quantize_activation_row(GgmlType::Q8_0, X + t * n_in, xap + t * nx, n_in);
           }
           const int tt = static_cast<int>(t - 8 * i);
-          for (int64_t b = 0; b < nb; ++b) {
-            const size_t src = static_cast<size_t>(t * nb + b);
+          for (int64_t b = 0; b < nx; ++b) {
+            const size_t src = static_cast<size_t>(t * nx + b);
             uint8_t* o = i < n_tiles8 ? xpk + i * tile_bytes + b * tile_block : nullptr;
             if (k4) {
               side_q8k256(xkp[src], bs + src * 8, o, tt);
-            } else if (comp != nullptr) {
-              side_q8a(xap[src], comp[src], o, tt);
+            } else {
+              side_q8a(xap[src], comp != nullptr ? comp + src : nullptr, halves[src], o, tt);
             }
           }
         }
@@ -342,9 +449,11 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
         for (; t < te; t += T) {
           const int nt = static_cast<int>(std::min<int64_t>(T, te - t));
           if (k4) {
-            k.q4_k(wg, nb, xkp + t * nb, nb, bs + t * nb * 8, yg + t * n_out, n_out, nr, nt);
+            k.q4_k(wg, nb, xkp + t * nx, nx, bs + t * nx * 8, yg + t * n_out, n_out, nr, nt);
+          } else if (k6) {
+            kk.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else {
-            k.q8_0(wg, nb, xap + t * nb, nb, comp != nullptr ? comp + t * nb : nullptr,
+            k.q8_0(wg, nb, xap + t * nx, nx, comp != nullptr ? comp + t * nx : nullptr,
                    yg + t * n_out, n_out, nr, nt);
           }
         }

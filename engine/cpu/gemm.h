@@ -41,7 +41,26 @@
 // 1e-6 of sum |w x|). quant_dot.h's Q4_K matvec rounds the activations with a scale per 32
 // elements (BlockQ8K): the two differ by that rounding.
 //
-// Types: Q8_0, Q4_K. Others are not packable (gemm_packable() false): quant_dot.h computes them.
+// Q6_K (where the SIMD level has its tiles: avx512): per 256-element super-block b, one record of
+// kQ6_KGroupBlockBytes = 3360 bytes, the file's 210 per row:
+//   ql[32][16][4]: byte (k, r, j) holds the low 4 bits of row r's codes of elements 4k + j (low
+//                  nibble) and 128 + 4k + j (high nibble), as Q4_K's qs;
+//   qh[16][16][4]: byte (k, r, j) holds the top 2 bits of elements 64i + 4k + j at bits 2i..2i+1
+//                  (i = 0..3), so a shift and a mask put them over a nibble: the codes q (0..63)
+//                  of elements 4k' .. 4k' + 3 of 16 rows are one u8 VPDPBUSD operand;
+//   sc[8][16][2]:  the int8 scales of the 16-element sub-blocks, byte (j, r, h) = row r's scale of
+//                  sub-block 2j + h (VPMADDWD / VPDPWSSD take the pair sign-extended to int16);
+//   d[16]:         binary16, as in the file.
+// Activations are Q8_0's BlockQ8A blocks (a scale per 32 consecutive elements, so Q6_K keeps the
+// accuracy of its matvec, whose BlockQ8K has a scale per 32 strided elements; one scale per 256
+// measured NMSE 1.2e-3 against float64 on a quantized MoE test model, over the bound of 1e-3).
+// Per super-block and activation block j: I_j = sum over s = 2j, 2j + 1 of sc_s (S_s - 32 h_s),
+// S_s = sum of q x over the 16 elements of sub-block s and h_s the sum of their activation
+// codes, exact integers (|I_j| < 2^24), then acc = fma(d_w d_x[j], float(I_j), acc), at every
+// level.
+//
+// Types: Q8_0, Q4_K, and Q6_K at avx512. Others are not packable (gemm_packable() false):
+// quant_dot.h computes them.
 #pragma once
 
 #include <cstddef>
@@ -57,8 +76,12 @@ class ThreadPool;
 inline constexpr int kGemmGroupRows = 16;
 inline constexpr int kQ8_0GroupBlockBytes = kGemmGroupRows * 32 + kGemmGroupRows * 2;  // 544
 inline constexpr int kQ4_KGroupBlockBytes = kGemmGroupRows * (128 + 8 + 8 + 4);        // 2368
+inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);      // 3360
 
-/// True when `type` has a repacked layout and a GEMM (Q8_0, Q4_K).
+/// True when `type` has a repacked layout and a GEMM at the SIMD level in use: Q8_0 and Q4_K at
+/// every level, Q6_K where the level has its tiles (avx512; elsewhere quant_dot.h's Q6_K
+/// kernels are faster than a portable tile). A matrix packed at one level still computes after
+/// set_simd_level() changes it (the portable tile, the same results).
 bool gemm_packable(GgmlType type);
 
 /// One repacked weight matrix (the layout above), 64-byte aligned, immutable once made.
@@ -96,10 +119,11 @@ void gemm_forget_input();
 /// Y[t][r] = W[r] . X[t] for t < n_tokens, r < n_out. X: [n_tokens][n_in] floats, Y:
 /// [n_tokens][n_out]. Activations are quantized once; each thread takes whole row groups and
 /// walks them a block of tokens at a time, one kernel call per 16 rows x up to 8 tokens (at
-/// avx512: whole 8-token tiles over activations packed per tile for Q8_0 and Q4_K, the rest 8
-/// (Q8_0) or 4 (Q4_K) at a time; 4 tokens otherwise), so a weight group is read from memory once
-/// per 64 tokens. n_tokens = 1 is decode. Errors: none (preconditions as pack_matrix; scratch
-/// grows with n_tokens x n_in, up to 2.6 bytes per element: 3.7 MB for 512 x 2816).
+/// avx512: whole 8-token tiles over activations packed per tile for Q8_0, Q4_K and Q6_K, the
+/// rest 8 (Q8_0) or 4 (Q4_K, Q6_K) at a time; 4 tokens otherwise), so a weight group is read
+/// from memory once per 64 tokens. n_tokens = 1 is decode. Errors: none (preconditions as
+/// pack_matrix; scratch grows with n_tokens x n_in, up to 2.9 bytes per element: 4.1 MB for
+/// 512 x 2816).
 void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool,
           GemmInput input = GemmInput::New);
 

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <utility>
 
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_kernels.h"
@@ -183,8 +184,163 @@ void q4_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
   const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
   for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
+
+// Q6_K (gemm.h's Q6_K record): the u8 operand of elements 4k .. 4k + 3 (k = 0..63) of 16 rows,
+// the 6-bit codes: the nibble of ql plane k % 32 (low for k < 32) under the 2 bits of qh plane
+// k % 16 at bits 2 (k / 16).
+template <int K>
+inline __m512i q6_k_operand(const uint8_t* wb) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i lq = _mm512_loadu_si512(wb + 64 * (K % 32));
+  const __m512i nib =
+      K < 32 ? _mm512_and_si512(lq, m4) : _mm512_and_si512(_mm512_srli_epi16(lq, 4), m4);
+  const __m512i hq = _mm512_loadu_si512(wb + 2048 + 64 * (K % 16));
+  constexpr int i = K / 16;  // bits 2i .. 2i + 1 go to bits 4, 5
+  const __m512i sh = i == 0   ? _mm512_slli_epi16(hq, 4)
+                     : i == 1 ? _mm512_slli_epi16(hq, 2)
+                     : i == 2 ? hq
+                              : _mm512_srli_epi16(hq, 2);
+  return _mm512_ternarylogic_epi32(sh, m30, nib, 0xEA);  // (sh & m30) | nib
+}
+
+// Row r's scale of sub-block s in 32-bit lane r: the pair (2p, 2p + 1) sign-extended to int16s.
+inline __m512i q6_k_pair(const uint8_t* wb, int p) {
+  return _mm512_cvtepi8_epi16(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3072 + 32 * p)));
+}
+// Sub-block 2p + H's scales as int32 lanes: VPMADDWD of the pair by (1, 0) or (0, 1).
+template <int H>
+inline __m512i q6_k_scale(__m512i pair) {
+  return _mm512_madd_epi16(pair, _mm512_set1_epi32(H == 0 ? 1 : 0x10000));
+}
+
+// Activation block J (elements 32J .. 32J + 31, sub-blocks 2J and 2J + 1) of a super-block for 8
+// packed tokens (xq: that block's kQ8ATileBlockBytes record): I_J = sc_2J S_2J + sc_2J+1 S_2J+1 +
+// 32 sc . halves (the halves negated), exact, then acc[t] = fma(d_w d_x[t], float(I_J), acc[t]).
+template <int J>
+inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512* acc) {
+  const __m512i pr = q6_k_pair(wb, J);
+  __m512i s[8], i[8];
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) s[t] = _mm512_setzero_si512();
+  dpbusd_tile8(s, q6_k_operand<8 * J>(wb), xq);
+  dpbusd_tile8(s, q6_k_operand<8 * J + 1>(wb), xq + 8);
+  dpbusd_tile8(s, q6_k_operand<8 * J + 2>(wb), xq + 16);
+  dpbusd_tile8(s, q6_k_operand<8 * J + 3>(wb), xq + 24);
+  const __m512i sc0 = q6_k_scale<0>(pr);
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) {
+    i[t] = _mm512_mullo_epi32(s[t], sc0);
+    s[t] = _mm512_setzero_si512();
+  }
+  dpbusd_tile8(s, q6_k_operand<8 * J + 4>(wb), xq + 32);
+  dpbusd_tile8(s, q6_k_operand<8 * J + 5>(wb), xq + 40);
+  dpbusd_tile8(s, q6_k_operand<8 * J + 6>(wb), xq + 48);
+  dpbusd_tile8(s, q6_k_operand<8 * J + 7>(wb), xq + 56);
+  const __m512i sc1 = q6_k_scale<1>(pr), p32 = _mm512_slli_epi16(pr, 5);
+  const float* dx = reinterpret_cast<const float*>(xq + 72);
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) {
+    i[t] = _mm512_add_epi32(i[t], _mm512_mullo_epi32(s[t], sc1));
+    SPW_DPWSSD_BCAST(i[t], p32, xq + 80 + t);
+    acc[t] =
+        _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t])), _mm512_cvtepi32_ps(i[t]), acc[t]);
+  }
+}
+
+template <int... J>
+inline void q6_k_blocks8(const uint8_t* wb, const uint8_t* xp, __m512 dw, __m512* acc,
+                         std::integer_sequence<int, J...>) {
+  (q6_k_block8<J>(wb, reinterpret_cast<const int32_t*>(xp + J * kQ8ATileBlockBytes), dw, acc), ...);
+}
+
+// Q6_K over packed 8-token BlockQ8A tiles (kQ8ATileBlockBytes, 8 records per super-block): the
+// integers and float steps of q6_k_tile.
+void q6_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
+  __m512 acc[8];
+  for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3328)));
+    q6_k_blocks8(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, acc,
+                 std::make_integer_sequence<int, 8>{});
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
 #undef SPW_DPWSSD_BCAST
 #undef SPW_DPBUSD_BCAST
+
+// Q6_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
+// tile): per super-block and 32-element activation block j, the integers and the float step of
+// q6_k_tile8p.
+template <int T>
+void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
+               float* y, int64_t ys, int nr) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
+    if (T == 1) {
+      for (int l = 0; l < kQ6_KGroupBlockBytes; l += 256)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kQ6_KGroupBlockBytes + l), _MM_HINT_T0);
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3328)));
+    const auto block = [&]<int J>() {
+      const __m512i pr = q6_k_pair(wb, J);
+      __m512i i[T];
+      const auto half = [&]<int H>() {
+        __m512i s[T];
+        for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+        const auto op = [&]<int K>() {
+          const __m512i v = q6_k_operand<8 * J + 4 * H + K>(wb);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = x[t * xs + 8 * b + J].qs + 16 * H + 4 * K;
+            s[t] = _mm512_dpbusd_epi32(s[t], v, _mm512_set1_epi32(load_i32(q)));
+          }
+        };
+        op.template operator()<0>();
+        op.template operator()<1>();
+        op.template operator()<2>();
+        op.template operator()<3>();
+        const __m512i sc = q6_k_scale<H>(pr);
+        for (int t = 0; t < T; ++t) {
+          const __m512i p = _mm512_mullo_epi32(s[t], sc);
+          i[t] = H == 0 ? p : _mm512_add_epi32(i[t], p);
+        }
+      };
+      half.template operator()<0>();
+      half.template operator()<1>();
+      const __m512i p32 = _mm512_slli_epi16(pr, 5);
+      for (int t = 0; t < T; ++t) {
+        const int64_t xb = t * xs + 8 * b + J;
+        i[t] = _mm512_dpwssd_epi32(i[t], p32, _mm512_set1_epi32(halves[xb]));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x[xb].d)),
+                                 _mm512_cvtepi32_ps(i[t]), acc[t]);
+      }
+    };
+    [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }
+    (std::make_integer_sequence<int, 8>{});
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
+void q6_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* bs, float* y,
+          int64_t ys, int nr, int nt) {
+  switch (nt) {
+    case 1:
+      return q6_k_tile<1>(w, nb, x, xs, bs, y, ys, nr);
+    case 2:
+      return q6_k_tile<2>(w, nb, x, xs, bs, y, ys, nr);
+    case 3:
+      return q6_k_tile<3>(w, nb, x, xs, bs, y, ys, nr);
+    default:
+      return q6_k_tile<4>(w, nb, x, xs, bs, y, ys, nr);
+  }
+}
 
 // Q4_K (gemm.h's Q4_K record): per super-block and token, I = sum_j sc_j S_j (VPDPBUSD of the
 // nibbles against the token's codes, VPMULLD by the sub-block scales) and M = sum_j m_j bs_j
@@ -268,7 +424,8 @@ void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const 
 }  // namespace
 
 const GemmKernels* gemm_kernels_avx512() {
-  static const GemmKernels k{&q8_0, &q4_k, 4, 8, true, &q8_0_tile8p, &q4_k_tile8p};
+  static const GemmKernels k{&q8_0, &q4_k,        4, 8, true, &q8_0_tile8p, &q4_k_tile8p,
+                             &q6_k, &q6_k_tile8p, 4};
   return &k;
 }
 

@@ -25,10 +25,12 @@ using GemmTileFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8A* x, int
 using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t x_stride,
                              const int16_t* bs, float* y, int64_t y_stride, int nr, int nt);
 
-/// Q8_0 activations of 8 tokens packed for q8_0_tile8 (kQ8ATileBlockBytes per block b, 64-byte
-/// aligned): qs[8][8][4] (k, token t: token t's codes 4k .. 4k + 3 of block b), then comp[8]
-/// (int32: -128 x the sum of token t's codes in block b), then d[8] (float: token t's scale).
-inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32;  // 320
+/// BlockQ8A activations (Q8_0's and Q6_K's) of 8 tokens packed for q8_0_tile8 and q6_k_tile8
+/// (kQ8ATileBlockBytes per 32-element block b, 64-byte aligned): qs[8][8][4] (k, token t: token
+/// t's codes 4k .. 4k + 3 of block b), then comp[8] (int32: -128 x the sum of token t's codes in
+/// block b), then d[8] (float: token t's scale), then halves[8][2] (int16: minus the sums of
+/// token t's codes 0..15 and 16..31 of block b).
+inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32 + 32;  // 352
 
 /// Q4_K activations (BlockQ8K256) of 8 tokens packed for q4_k_tile8 (kQ8KTileBlockBytes per
 /// super-block b): qs[8][8][8][4] (sub-block j, group g, token t: token t's codes 32j + 4g ..
@@ -36,7 +38,7 @@ inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32;  // 320
 /// then d[8] (float: token t's scale).
 inline constexpr int kQ8KTileBlockBytes = 2048 + 128 + 32;  // 2208
 
-/// 8 tokens x the 16 rows of one group over nb blocks (Q8_0) or super-blocks (Q4_K),
+/// 8 tokens x the 16 rows of one group over nb blocks (Q8_0) or super-blocks (Q4_K, Q6_K),
 /// activations packed as above; the same sums and roundings as GemmTileFn / GemmTileKFn.
 /// y[t * y_stride + r] for r < nr, t < 8.
 using GemmTile8Fn = void (*)(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y,
@@ -50,6 +52,12 @@ struct GemmKernels {
   bool uses_comp;                    // needs comp (VNNI's u8 bias); otherwise comp may be null
   GemmTile8Fn q8_0_tile8 = nullptr;  // full 8-token Q8_0 tiles over packed activations, or null
   GemmTile8Fn q4_k_tile8 = nullptr;  // the same for Q4_K, or null
+  // Q6_K over nb super-blocks of BlockQ8A activations (8 blocks each: x[t * x_stride + 8b + j]),
+  // the comp argument holding each block's halves pair (kQ8ATileBlockBytes' halves); null where
+  // the level has no Q6_K tiles (Q6_K matrices are then not repacked: gemm_packable).
+  GemmTileFn q6_k = nullptr;
+  GemmTile8Fn q6_k_tile8 = nullptr;  // full 8-token Q6_K tiles, or null
+  int max_tokens_6 = 4;              // tokens per q6_k tile call
 };
 
 const GemmKernels* gemm_kernels_avx2();    // nullptr where not built

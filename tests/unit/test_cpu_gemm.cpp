@@ -5,6 +5,7 @@
 // set_simd_level), across token counts and thread counts; the per-model cache of repacked matrices.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -34,17 +35,20 @@ std::vector<float> gaussian(std::mt19937& rng, int64_t n) {
   return v;
 }
 
-// Rows of random block bytes (every code, Q8_0's -128, every Q4_K scale and min pattern)
-// with sane binary16 scales (d, and Q4_K's dmin).
+// Rows of random block bytes (every code, Q8_0's -128, every Q4_K scale and min pattern, every
+// Q6_K code and int8 scale) with sane binary16 scales (d, and Q4_K's dmin).
 std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(0.001f, 0.02f);
   std::vector<uint8_t> bytes(row_size(type, n_in) * static_cast<size_t>(n_out));
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  const size_t bsz = type == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ8_0);
+  const size_t bsz = type == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
+                     : type == GgmlType::Q6_K ? sizeof(BlockQ6_K)
+                                              : sizeof(BlockQ8_0);
+  const size_t d_at = type == GgmlType::Q6_K ? offsetof(BlockQ6_K, d) : 0;
   for (size_t off = 0; off < bytes.size(); off += bsz) {
     const uint16_t h = fp32_to_fp16(d(rng)), hm = fp32_to_fp16(d(rng));
-    std::memcpy(bytes.data() + off, &h, 2);
+    std::memcpy(bytes.data() + off + d_at, &h, 2);
     if (type == GgmlType::Q4_K) std::memcpy(bytes.data() + off + 2, &hm, 2);
   }
   return bytes;
@@ -57,13 +61,15 @@ struct Case {
 
 // Odd shapes: rows below, at and past a group; tokens below, at and past a tile and the
 // 64-token block; 1-token decode; row lengths of 1 block up to 88 (n_ff 2816).
-// Q4_K: 1 to 11 super-blocks.
-constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K;
-const Case kCases[] = {{Q8, 32, 1, 1},     {Q8, 32, 15, 3},    {Q8, 96, 16, 8},
-                       {Q8, 224, 17, 9},   {Q8, 224, 33, 13},  {Q8, 1024, 50, 1},
-                       {Q8, 1024, 64, 67}, {Q8, 2816, 31, 5},  {Q8, 256, 200, 130},
-                       {Q4K, 256, 1, 1},   {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
-                       {Q4K, 1024, 33, 9}, {Q4K, 2816, 16, 4}, {Q4K, 768, 70, 67}};
+// Q4_K and Q6_K: 1 to 11 super-blocks.
+constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K, Q6K = GgmlType::Q6_K;
+const Case kCases[] = {{Q8, 32, 1, 1},      {Q8, 32, 15, 3},    {Q8, 96, 16, 8},
+                       {Q8, 224, 17, 9},    {Q8, 224, 33, 13},  {Q8, 1024, 50, 1},
+                       {Q8, 1024, 64, 67},  {Q8, 2816, 31, 5},  {Q8, 256, 200, 130},
+                       {Q4K, 256, 1, 1},    {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
+                       {Q4K, 1024, 33, 9},  {Q4K, 2816, 16, 4}, {Q4K, 768, 70, 67},
+                       {Q6K, 256, 1, 1},    {Q6K, 256, 15, 3},  {Q6K, 512, 17, 9},
+                       {Q6K, 1024, 33, 13}, {Q6K, 2816, 16, 8}, {Q6K, 768, 70, 67}};
 
 // Per element: sum_i |w_i x_i| with dequantized weights and unquantized activations.
 double abs_dot(const std::vector<float>& wd, const float* x, int64_t n_in, int64_t r) {
@@ -72,10 +78,10 @@ double abs_dot(const std::vector<float>& wd, const float* x, int64_t n_in, int64
   return a;
 }
 
-// The GEMM's activations, dequantized: BlockQ8A for Q8_0 (a scale per 32 elements), BlockQ8K256
-// for Q4_K (one per 256): d = max |x| / 127, q = x * (1 / d) rounded to nearest even.
+// The GEMM's activations, dequantized: BlockQ8A for Q8_0 and Q6_K (a scale per 32 elements),
+// BlockQ8K256 for Q4_K (one per 256): d = max |x| / 127, q = x * (1 / d) rounded to nearest even.
 std::vector<double> gemm_activations(GgmlType type, const float* x, int64_t n) {
-  const int64_t bs = type == Q8 ? 32 : 256;
+  const int64_t bs = type == Q4K ? 256 : 32;
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t b = 0; b < n / bs; ++b) {
     float amax = 0.0f;
@@ -136,9 +142,10 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
         }
       }
       // Q4_K's matvec rounds the activations with a scale per 32 elements (BlockQ8K): the two
-      // differ by the activations' rounding, measured NMSE <= 1.2e-4; Q8_0's by float rounding
-      // only.
-      EXPECT_LE(num / den, c.type == Q8 ? 1e-11 : 4e-4);
+      // differ by the activations' rounding, measured NMSE <= 1.2e-4. Q6_K's matvec has a scale
+      // per 32 strided elements (kernels.h), the GEMM per 32 consecutive ones (BlockQ8A):
+      // measured 1.6e-5 to 5.5e-5. Q8_0's by float rounding only.
+      EXPECT_LE(num / den, c.type == Q8 ? 1e-11 : c.type == Q6K ? 1.5e-4 : 4e-4);
       // Every level runs the same float steps: bit-identical to the first level's result.
       if (first.empty()) {
         first = Y;
@@ -151,7 +158,7 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
 
 TEST(CpuGemm, MatchesFloat64) {
   ThreadPool pool(2);
-  for (GgmlType type : {Q8, Q4K}) {
+  for (GgmlType type : {Q8, Q4K, Q6K}) {
     SCOPED_TRACE(type_name(static_cast<uint32_t>(type)));
     const int64_t n_in = 1024, n_out = 77, n_tokens = 21;
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 3);
@@ -176,7 +183,7 @@ TEST(CpuGemm, MatchesFloat64) {
       }
     }
     // The activation rounding of Q8A / Q8K (quant_dot's tolerances, test_cpu_kernels.cpp).
-    EXPECT_LE(num / den, type == Q8 ? 2e-4 : 4e-4);
+    EXPECT_LE(num / den, type == Q4K ? 4e-4 : 2e-4);
     EXPECT_GT(den, 0.0);
   }
 }
@@ -186,7 +193,7 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   const int64_t n_in = 768, n_out = 301, n_tokens = 75;
   std::mt19937 rng(6);
   const std::vector<float> X = gaussian(rng, n_tokens * n_in);
-  for (GgmlType type : {Q8, Q4K}) {
+  for (GgmlType type : {Q8, Q4K, Q6K}) {
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
     for (SimdLevel level : test::supported_simd_levels()) {
       test::SimdLevelScope scope(level);
@@ -219,17 +226,20 @@ TEST(CpuGemm, SameAsLastReusesTheQuantizedInputOnlyWhereItFits) {
     SCOPED_TRACE(std::string(simd_level_name(level)));
     const std::vector<uint8_t> Wa = random_matrix(Q8, n_in, 40, 1),
                                Wb = random_matrix(Q8, n_in, 24, 2),
-                               Wk = random_matrix(Q4K, n_in, 24, 3);
+                               Wk = random_matrix(Q4K, n_in, 24, 3),
+                               W6 = random_matrix(Q6K, n_in, 20, 4);
     const PackedMatrix A = pack_matrix(Q8, Wa.data(), n_in, 40, pool),
                        B = pack_matrix(Q8, Wb.data(), n_in, 24, pool),
-                       K = pack_matrix(Q4K, Wk.data(), n_in, 24, pool);
+                       K = pack_matrix(Q4K, Wk.data(), n_in, 24, pool),
+                       K6 = pack_matrix(Q6K, W6.data(), n_in, 20, pool);
     const auto fresh = [&](const PackedMatrix& P, const std::vector<float>& X, int64_t n) {
       std::vector<float> Y(static_cast<size_t>(n * P.n_out));
       gemm(P, X.data(), n, Y.data(), pool);
       return Y;
     };
     const std::vector<float> b1 = fresh(B, X1, n_tokens), b2 = fresh(B, X2, n_tokens),
-                             k2 = fresh(K, X2, n_tokens), b2_short = fresh(B, X2, 20);
+                             k2 = fresh(K, X2, n_tokens), b2_short = fresh(B, X2, 20),
+                             q6_2 = fresh(K6, X2, n_tokens);
     std::vector<float> buf = X1, ya(static_cast<size_t>(n_tokens * 40)), yb(b1.size());
     gemm(A, buf.data(), n_tokens, ya.data(), pool);
     gemm(B, buf.data(), n_tokens, yb.data(), pool, GemmInput::SameAsLast);
@@ -249,6 +259,13 @@ TEST(CpuGemm, SameAsLastReusesTheQuantizedInputOnlyWhereItFits) {
     std::vector<float> ys(b2_short.size());
     gemm(B, buf.data(), 20, ys.data(), pool, GemmInput::SameAsLast);
     EXPECT_EQ(0, std::memcmp(ys.data(), b2_short.data(), ys.size() * sizeof(float)));
+    // Q6_K reads the activations Q8_0 reads (BlockQ8A and the same packed tiles): after B's
+    // product of X2 it takes them, although the input changed behind its back.
+    gemm(B, buf.data(), n_tokens, yb.data(), pool);
+    buf = X1;
+    std::vector<float> y6(q6_2.size());
+    gemm(K6, buf.data(), n_tokens, y6.data(), pool, GemmInput::SameAsLast);
+    EXPECT_EQ(0, std::memcmp(y6.data(), q6_2.data(), y6.size() * sizeof(float)));
   }
 }
 
@@ -271,6 +288,13 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   EXPECT_EQ(p, b->get(q, pool));  // made once
   EXPECT_EQ(p->n_in, q.ne[0]);
   EXPECT_EQ(p->n_out, q.ne[1]);
+  // Q6_K is packed where the SIMD level has its tiles (avx512) only.
+  for (SimdLevel level : test::supported_simd_levels()) {
+    test::SimdLevelScope scope(level);
+    EXPECT_EQ(gemm_packable(GgmlType::Q6_K), level == SimdLevel::Avx512) << simd_level_name(level);
+    EXPECT_TRUE(gemm_packable(GgmlType::Q8_0) && gemm_packable(GgmlType::Q4_K));
+    EXPECT_FALSE(gemm_packable(GgmlType::Q5_K) || gemm_packable(GgmlType::F16));
+  }
   // Not one of the matrices (the F32 embeddings, a norm vector): no packed form.
   EXPECT_EQ(a->get(*model.token_embd, pool), nullptr);
   EXPECT_EQ(a->get(*model.layers[0].attn_norm, pool), nullptr);
