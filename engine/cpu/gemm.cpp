@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "engine/common/fp16.h"
@@ -120,8 +121,41 @@ void q6_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, co
   }
 }
 
-const GemmKernels kScalar{&q8_0_scalar, &q4_k_scalar, 4,       4, false, nullptr,
-                          nullptr,      &q6_k_scalar, nullptr, 4};
+// Q5_K: per 32-element sub-block j, S_j = sum of q x (q the 5-bit codes) in integers, then
+// acc = fma(d_x, float(S_j) * (d_w sc_j), acc) and acc = fma(-(dmin_w m_j), s_x, acc).
+void q5_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t*,
+                 float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kQ5_KGroupBlockBytes;
+        uint16_t hd, hm;
+        std::memcpy(&hd, wb + 2304 + 2 * r, sizeof hd);
+        std::memcpy(&hm, wb + 2336 + 2 * r, sizeof hm);
+        const float dw = fp16_to_fp32(hd), dmin = fp16_to_fp32(hm);
+        for (int j = 0; j < 8; ++j) {
+          const BlockQ8A& xb = x[t * xs + 8 * b + j];
+          int32_t sum = 0;
+          for (int e = 32 * j; e < 32 * j + 32; ++e) {
+            const uint8_t byte = wb[64 * ((e % 128) / 4) + 4 * r + e % 4];
+            const uint8_t h = wb[kQ4_KGroupBlockBytes + 64 * ((e % 32) / 4) + 4 * r + e % 4];
+            const int q = (e < 128 ? byte & 0x0F : byte >> 4) | (((h >> j) & 1) << 4);
+            sum += q * xb.qs[e % 32];
+          }
+          const float a = dw * static_cast<float>(wb[2048 + 16 * j + r]);
+          const float bm = dmin * static_cast<float>(wb[2176 + 32 * (j / 2) + 2 * r + j % 2]);
+          acc = std::fma(xb.d, static_cast<float>(sum) * a, acc);
+          acc = std::fma(-bm, xb.s, acc);
+        }
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+const GemmKernels kScalar{&q8_0_scalar, &q4_k_scalar, 4,       4, false,       nullptr,
+                          nullptr,      &q6_k_scalar, nullptr, 4, &q5_k_scalar};
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j.
 void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
@@ -153,19 +187,28 @@ void pack_q8_0_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
   }
 }
 
-void pack_q4_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
-                     uint8_t* gd) {
+// Q4_K, and Q5_K (its codes' low 4 bits in Q4_K's record, the 5th bits after it).
+template <bool kFive>
+void pack_q45_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                      uint8_t* gd) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * kQ4_KGroupBlockBytes;
+    uint8_t* out = gd + b * (kFive ? kQ5_KGroupBlockBytes : kQ4_KGroupBlockBytes);
     for (int r = 0; r < kGemmGroupRows; ++r) {
       const int64_t row = g * kGemmGroupRows + r;
-      BlockQ4_K blk{};  // the padding rows: d = dmin = 0, codes and scales 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ4_K), sizeof blk);
-      uint8_t q[256];  // the element codes in order
+      Block blk{};  // the padding rows: d = dmin = 0, codes and scales 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(Block), sizeof blk);
+      uint8_t q[256];  // the element codes' low 4 bits in order
       for (int c = 0; c < 4; ++c) {
         for (int l = 0; l < 32; ++l) {
           q[64 * c + l] = blk.qs[32 * c + l] & 0x0F;
           q[64 * c + 32 + l] = blk.qs[32 * c + l] >> 4;
+        }
+      }
+      if constexpr (kFive) {  // the 5th bit of element e is bit e / 32 of qh[e % 32]
+        for (int gr = 0; gr < 8; ++gr) {
+          for (int j = 0; j < 4; ++j)
+            out[kQ4_KGroupBlockBytes + 64 * gr + 4 * r + j] = blk.qh[4 * gr + j];
         }
       }
       for (int k = 0; k < 32; ++k) {
@@ -278,8 +321,8 @@ void side_q8k256(const BlockQ8K256& xb, int16_t* bj, uint8_t* o, int tt) {
 
 // What the tiles read beside a BlockQ8A block: where comp is not null (Q8_0 at a level with
 // VNNI's u8 bias) -128 x the sum of its codes; always the negated sums of its two 16-element
-// halves as an int16 pair (Q6_K's offset); where o is not null its codes, comp, scale and
-// halves into slot tt of an 8-token tile (kQ8ATileBlockBytes layout).
+// halves as an int16 pair (Q6_K's offset); where o is not null its codes, comp, scale, halves
+// and s into slot tt of an 8-token tile (kQ8ATileBlockBytes layout).
 void side_q8a(const BlockQ8A& xb, int32_t* comp, int32_t& halves, uint8_t* o, int tt) {
   int32_t lo = 0, hi = 0;
   for (int i = 0; i < 16; ++i) lo += xb.qs[i];
@@ -293,6 +336,7 @@ void side_q8a(const BlockQ8A& xb, int32_t* comp, int32_t& halves, uint8_t* o, in
   std::memcpy(o + 256 + 4 * tt, &c, 4);
   std::memcpy(o + 288 + 4 * tt, &xb.d, 4);
   std::memcpy(o + 320 + 4 * tt, &halves, 4);
+  std::memcpy(o + 352 + 4 * tt, &xb.s, 4);
 }
 
 // Reused activation buffers of the calling thread (grow, never shrink).
@@ -308,15 +352,17 @@ void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 bool gemm_packable(GgmlType type) {
   if (type == GgmlType::Q6_K) return active_kernels().q6_k_tile8 != nullptr;
+  if (type == GgmlType::Q5_K) return active_kernels().q5_k_tile8 != nullptr;
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
 }
 
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
                          ThreadPool& pool) {
-  assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K) &&
+  assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K ||
+          type == GgmlType::Q6_K) &&
          n_out >= 1);
-  const bool k4 = type == GgmlType::Q4_K, k6 = type == GgmlType::Q6_K;
-  const int64_t qk = k4 || k6 ? kQK_K : 32;
+  const bool k4 = type == GgmlType::Q4_K, k5 = type == GgmlType::Q5_K, k6 = type == GgmlType::Q6_K;
+  const int64_t qk = k4 || k5 || k6 ? kQK_K : 32;
   assert(n_in % qk == 0);
   PackedMatrix p;
   p.type = type;
@@ -325,6 +371,7 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   p.n_groups = (n_out + kGemmGroupRows - 1) / kGemmGroupRows;
   const int64_t nb = n_in / qk;
   p.group_bytes = static_cast<size_t>(nb) * (k4   ? kQ4_KGroupBlockBytes
+                                             : k5 ? kQ5_KGroupBlockBytes
                                              : k6 ? kQ6_KGroupBlockBytes
                                                   : kQ8_0GroupBlockBytes);
   // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
@@ -344,7 +391,9 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
     for (int64_t g = g0; g < g1; ++g) {
       uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
       if (k4) {
-        pack_q4_k_group(src, rs, g, nb, n_out, gd);
+        pack_q45_k_group<false>(src, rs, g, nb, n_out, gd);
+      } else if (k5) {
+        pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
       } else if (k6) {
         pack_q6_k_group(src, rs, g, nb, n_out, gd);
       } else {
@@ -361,16 +410,16 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
           GemmInput input) {
   if (n_tokens <= 0) return;
   const GemmKernels& k = active_kernels();
-  const bool k4 = W.type == GgmlType::Q4_K;  // BlockQ8K256 activations; Q8_0, Q6_K: BlockQ8A
-  const bool k6 = W.type == GgmlType::Q6_K;
+  const bool k4 = W.type == GgmlType::Q4_K;  // BlockQ8K256 activations; the others BlockQ8A
+  const bool k5 = W.type == GgmlType::Q5_K, k6 = W.type == GgmlType::Q6_K;
   const int64_t n_in = W.n_in, n_out = W.n_out;
-  const int64_t nb = n_in / (k4 || k6 ? kQK_K : 32);  // weight blocks per row
-  const int64_t nx = n_in / (k4 ? kQK_K : 32);        // activation blocks per row
-  // A Q6_K matrix packed at a level with its tiles and used after a change of level: the
+  const int64_t nb = n_in / (k4 || k5 || k6 ? kQK_K : 32);  // weight blocks per row
+  const int64_t nx = n_in / (k4 ? kQK_K : 32);              // activation blocks per row
+  // A Q5_K / Q6_K matrix packed at a level with its tiles and used after a change of level: the
   // portable tile (the same results).
-  const GemmKernels& kk = k6 && k.q6_k == nullptr ? kScalar : k;
+  const GemmKernels& kk = (k6 && k.q6_k == nullptr) || (k5 && k.q5_k == nullptr) ? kScalar : k;
   const auto n_blocks = static_cast<size_t>(n_tokens * nx);
-  const int T = k4 ? k.max_tokens_k : k6 ? kk.max_tokens_6 : k.max_tokens;
+  const int T = k4 ? k.max_tokens_k : k5 || k6 ? kk.max_tokens_6 : k.max_tokens;
   // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
@@ -378,7 +427,10 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   thread_local std::vector<int16_t> bbuf;
   thread_local std::vector<uint8_t> pbuf;
   ActivationKey& last = last_activations();
-  const GemmTile8Fn tile8 = k6 ? kk.q6_k_tile8 : k4 ? k.q4_k_tile8 : k.q8_0_tile8;
+  const GemmTile8Fn tile8 = k6   ? kk.q6_k_tile8
+                            : k5 ? kk.q5_k_tile8
+                            : k4 ? k.q4_k_tile8
+                                 : k.q8_0_tile8;
   const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
   const ActivationKey key{X, n_tokens, n_in, k4, &k, n_tiles8 > 0};
   const int64_t tile_block = k4 ? kQ8KTileBlockBytes : kQ8ATileBlockBytes;
@@ -452,6 +504,8 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
             k.q4_k(wg, nb, xkp + t * nx, nx, bs + t * nx * 8, yg + t * n_out, n_out, nr, nt);
           } else if (k6) {
             kk.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
+          } else if (k5) {
+            kk.q5_k(wg, nb, xap + t * nx, nx, nullptr, yg + t * n_out, n_out, nr, nt);
           } else {
             k.q8_0(wg, nb, xap + t * nx, nx, comp != nullptr ? comp + t * nx : nullptr,
                    yg + t * n_out, n_out, nr, nt);

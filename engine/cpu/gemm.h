@@ -41,6 +41,16 @@
 // 1e-6 of sum |w x|). quant_dot.h's Q4_K matvec rounds the activations with a scale per 32
 // elements (BlockQ8K): the two differ by that rounding.
 //
+// Q5_K (where the SIMD level has its tiles: avx512): Q4_K's record with the codes' low 4 bits,
+// scales, mins, d and dmin, followed by qh[8][16][4] (512 bytes): byte (g, r, j) holds the 5th
+// bits of row r's elements 32i + 4g + j at bit i (i = 0..7), which a shift and a mask put over the
+// nibble of sub-block i. kQ5_KGroupBlockBytes = 2880, 180 bytes per row and super-block (the
+// file's 176 + 4). Activations are Q8_0's BlockQ8A blocks, one per 32-element sub-block j (a
+// scale per 32 as the matvec's; one per 256, as Q4_K's GEMM, measured NMSE 1.3e-3 on a quantized
+// MoE test model, over the bound of 1e-3). Per sub-block: S_j = sum of q x (exact integer), then
+// acc = fma(d_x[j], float(S_j) * (d_w sc_j), acc), acc = fma(-(dmin_w m_j), s_x[j], acc) with
+// s_x the block's d x sum of codes, at every level.
+//
 // Q6_K (where the SIMD level has its tiles: avx512): per 256-element super-block b, one record of
 // kQ6_KGroupBlockBytes = 3360 bytes, the file's 210 per row:
 //   ql[32][16][4]: byte (k, r, j) holds the low 4 bits of row r's codes of elements 4k + j (low
@@ -59,7 +69,7 @@
 // codes, exact integers (|I_j| < 2^24), then acc = fma(d_w d_x[j], float(I_j), acc), at every
 // level.
 //
-// Types: Q8_0, Q4_K, and Q6_K at avx512. Others are not packable (gemm_packable() false):
+// Types: Q8_0, Q4_K, and Q5_K and Q6_K at avx512. Others are not packable (gemm_packable() false):
 // quant_dot.h computes them.
 #pragma once
 
@@ -74,12 +84,13 @@ namespace spw::cpu {
 class ThreadPool;
 
 inline constexpr int kGemmGroupRows = 16;
-inline constexpr int kQ8_0GroupBlockBytes = kGemmGroupRows * 32 + kGemmGroupRows * 2;  // 544
-inline constexpr int kQ4_KGroupBlockBytes = kGemmGroupRows * (128 + 8 + 8 + 4);        // 2368
-inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);      // 3360
+inline constexpr int kQ8_0GroupBlockBytes = kGemmGroupRows * 32 + kGemmGroupRows * 2;    // 544
+inline constexpr int kQ4_KGroupBlockBytes = kGemmGroupRows * (128 + 8 + 8 + 4);          // 2368
+inline constexpr int kQ5_KGroupBlockBytes = kQ4_KGroupBlockBytes + kGemmGroupRows * 32;  // 2880
+inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);        // 3360
 
 /// True when `type` has a repacked layout and a GEMM at the SIMD level in use: Q8_0 and Q4_K at
-/// every level, Q6_K where the level has its tiles (avx512; elsewhere quant_dot.h's Q6_K
+/// every level, Q5_K and Q6_K where the level has their tiles (avx512; elsewhere quant_dot.h's
 /// kernels are faster than a portable tile). A matrix packed at one level still computes after
 /// set_simd_level() changes it (the portable tile, the same results).
 bool gemm_packable(GgmlType type);
@@ -119,8 +130,8 @@ void gemm_forget_input();
 /// Y[t][r] = W[r] . X[t] for t < n_tokens, r < n_out. X: [n_tokens][n_in] floats, Y:
 /// [n_tokens][n_out]. Activations are quantized once; each thread takes whole row groups and
 /// walks them a block of tokens at a time, one kernel call per 16 rows x up to 8 tokens (at
-/// avx512: whole 8-token tiles over activations packed per tile for Q8_0, Q4_K and Q6_K, the
-/// rest 8 (Q8_0) or 4 (Q4_K, Q6_K) at a time; 4 tokens otherwise), so a weight group is read
+/// avx512: whole 8-token tiles over activations packed per tile for Q8_0 and the K-quants, the
+/// rest 8 (Q8_0) or 4 (the K-quants) at a time; 4 tokens otherwise), so a weight group is read
 /// from memory once per 64 tokens. n_tokens = 1 is decode. Errors: none (preconditions as
 /// pack_matrix; scratch grows with n_tokens x n_in, up to 2.9 bytes per element: 4.1 MB for
 /// 512 x 2816).

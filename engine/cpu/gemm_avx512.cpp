@@ -269,8 +269,136 @@ void q6_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
   const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
   for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
 }
+
+// Q5_K (gemm.h's Q5_K record): the u8 operand of group g of sub-block J for 16 rows, the 5-bit
+// codes: the nibble of Q4_K's plane 8 (J % 4) + g (low for J < 4) under bit J of qh plane g,
+// which a 16-bit shift by at most 4 moves to bit 4 of the same byte.
+template <int J>
+inline __m512i q5_k_operand(const uint8_t* wb, int g) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i wv = _mm512_loadu_si512(wb + 64 * (8 * (J % 4) + g));
+  const __m512i nib =
+      J < 4 ? _mm512_and_si512(wv, m4) : _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+  const __m512i h = _mm512_loadu_si512(wb + kQ4_KGroupBlockBytes + 64 * g);
+  const __m512i sh = J < 4 ? _mm512_slli_epi16(h, 4 - J) : J == 4 ? h : _mm512_srli_epi16(h, J - 4);
+  return _mm512_ternarylogic_epi32(sh, _mm512_set1_epi8(0x10), nib, 0xEA);  // (sh & 0x10) | nib
+}
+
+// Sub-block J's float factors for 16 rows: d_w sc_J and dmin_w m_J.
+template <int J>
+inline void q5_k_factors(const uint8_t* wb, __m512 dw, __m512 dmin, __m512& a, __m512& bm) {
+  const __m512i sc =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2048 + 16 * J)));
+  a = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(sc));
+  const __m512i mp = _mm512_cvtepu8_epi16(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2176 + 32 * (J / 2))));
+  const __m512i m = _mm512_madd_epi16(mp, _mm512_set1_epi32(J % 2 == 0 ? 1 : 0x10000));
+  bm = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m));
+}
+
+// Sub-block J of a super-block for 8 packed tokens (xt: the sub-block's kQ8ATileBlockBytes record).
+template <int J>
+inline void q5_k_sub8(const uint8_t* wb, const uint8_t* xt, __m512 dw, __m512 dmin, __m512* acc) {
+  const auto* xq = reinterpret_cast<const int32_t*>(xt);
+  __m512i s[8];
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) dpbusd_tile8(s, q5_k_operand<J>(wb, g), xq + 8 * g);
+  __m512 a, bm;
+  q5_k_factors<J>(wb, dw, dmin, a, bm);
+  const auto* dx = reinterpret_cast<const float*>(xt + 288);
+  const auto* sx = reinterpret_cast<const float*>(xt + 352);
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) {
+    acc[t] =
+        _mm512_fmadd_ps(_mm512_set1_ps(dx[t]), _mm512_mul_ps(_mm512_cvtepi32_ps(s[t]), a), acc[t]);
+    acc[t] = _mm512_fnmadd_ps(bm, _mm512_set1_ps(sx[t]), acc[t]);
+  }
+}
+
+template <int... J>
+inline void q5_k_subs8(const uint8_t* wb, const uint8_t* xp, __m512 dw, __m512 dmin, __m512* acc,
+                       std::integer_sequence<int, J...>) {
+  (q5_k_sub8<J>(wb, xp + J * kQ8ATileBlockBytes, dw, dmin, acc), ...);
+}
+
+// Q5_K over packed 8-token BlockQ8A tiles (8 records per super-block): the integers and float
+// steps of q5_k_tile.
+void q5_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
+  __m512 acc[8];
+  for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * kQ5_KGroupBlockBytes;
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2304)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2336)));
+    q5_k_subs8(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, dmin, acc,
+               std::make_integer_sequence<int, 8>{});
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
 #undef SPW_DPWSSD_BCAST
 #undef SPW_DPBUSD_BCAST
+
+// Q5_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
+// tile): the integers and float steps of q5_k_tile8p.
+template <int T>
+void q5_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t*,
+               float* y, int64_t ys, int nr) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * kQ5_KGroupBlockBytes;
+    if (T == 1) {
+      for (int l = 0; l < kQ5_KGroupBlockBytes; l += 256)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kQ5_KGroupBlockBytes + l), _MM_HINT_T0);
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2304)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2336)));
+    const auto sub = [&]<int J>() {
+      __m512i s[T];
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+      for (int g = 0; g < 8; ++g) {
+        const __m512i v = q5_k_operand<J>(wb, g);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* q = x[t * xs + 8 * b + J].qs + 4 * g;
+          s[t] = _mm512_dpbusd_epi32(s[t], v, _mm512_set1_epi32(load_i32(q)));
+        }
+      }
+      __m512 a, bm;
+      q5_k_factors<J>(wb, dw, dmin, a, bm);
+      for (int t = 0; t < T; ++t) {
+        const BlockQ8A& xb = x[t * xs + 8 * b + J];
+        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xb.d), _mm512_mul_ps(_mm512_cvtepi32_ps(s[t]), a),
+                                 acc[t]);
+        acc[t] = _mm512_fnmadd_ps(bm, _mm512_set1_ps(xb.s), acc[t]);
+      }
+    };
+    [&]<int... J>(std::integer_sequence<int, J...>) { (sub.template operator()<J>(), ...); }
+    (std::make_integer_sequence<int, 8>{});
+  }
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
+void q5_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* c, float* y,
+          int64_t ys, int nr, int nt) {
+  switch (nt) {
+    case 1:
+      return q5_k_tile<1>(w, nb, x, xs, c, y, ys, nr);
+    case 2:
+      return q5_k_tile<2>(w, nb, x, xs, c, y, ys, nr);
+    case 3:
+      return q5_k_tile<3>(w, nb, x, xs, c, y, ys, nr);
+    default:
+      return q5_k_tile<4>(w, nb, x, xs, c, y, ys, nr);
+  }
+}
 
 // Q6_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
 // tile): per super-block and 32-element activation block j, the integers and the float step of
@@ -424,8 +552,8 @@ void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const 
 }  // namespace
 
 const GemmKernels* gemm_kernels_avx512() {
-  static const GemmKernels k{&q8_0, &q4_k,        4, 8, true, &q8_0_tile8p, &q4_k_tile8p,
-                             &q6_k, &q6_k_tile8p, 4};
+  static const GemmKernels k{&q8_0, &q4_k,        4, 8,     true,        &q8_0_tile8p, &q4_k_tile8p,
+                             &q6_k, &q6_k_tile8p, 4, &q5_k, &q5_k_tile8p};
   return &k;
 }
 

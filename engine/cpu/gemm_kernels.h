@@ -25,12 +25,12 @@ using GemmTileFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8A* x, int
 using GemmTileKFn = void (*)(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t x_stride,
                              const int16_t* bs, float* y, int64_t y_stride, int nr, int nt);
 
-/// BlockQ8A activations (Q8_0's and Q6_K's) of 8 tokens packed for q8_0_tile8 and q6_k_tile8
+/// BlockQ8A activations (Q8_0's, Q5_K's and Q6_K's) of 8 tokens packed for the 8-token tiles
 /// (kQ8ATileBlockBytes per 32-element block b, 64-byte aligned): qs[8][8][4] (k, token t: token
 /// t's codes 4k .. 4k + 3 of block b), then comp[8] (int32: -128 x the sum of token t's codes in
 /// block b), then d[8] (float: token t's scale), then halves[8][2] (int16: minus the sums of
-/// token t's codes 0..15 and 16..31 of block b).
-inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32 + 32;  // 352
+/// token t's codes 0..15 and 16..31 of block b), then s[8] (float: BlockQ8A's s, d x the sum).
+inline constexpr int kQ8ATileBlockBytes = 256 + 32 + 32 + 32 + 32;  // 384
 
 /// Q4_K activations (BlockQ8K256) of 8 tokens packed for q4_k_tile8 (kQ8KTileBlockBytes per
 /// super-block b): qs[8][8][8][4] (sub-block j, group g, token t: token t's codes 32j + 4g ..
@@ -58,6 +58,10 @@ struct GemmKernels {
   GemmTileFn q6_k = nullptr;
   GemmTile8Fn q6_k_tile8 = nullptr;  // full 8-token Q6_K tiles, or null
   int max_tokens_6 = 4;              // tokens per q6_k tile call
+  // Q5_K over nb super-blocks of BlockQ8A activations as q6_k (comp unused), or null where the
+  // level has no Q5_K tiles (Q5_K matrices are then not repacked: gemm_packable).
+  GemmTileFn q5_k = nullptr;
+  GemmTile8Fn q5_k_tile8 = nullptr;  // full 8-token Q5_K tiles, or null
 };
 
 const GemmKernels* gemm_kernels_avx2();    // nullptr where not built

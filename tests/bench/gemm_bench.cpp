@@ -1,7 +1,7 @@
 // gemm_bench: the int8 GEMM on repacked weights (engine/cpu/gemm.h) alone, for the matrix shapes
 // of the 250M benchmark model, against the int8 dot-product probe. A tool, not a test.
 //
-//   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K]
+//   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K|Q5_K|Q6_K]
 //
 // GOP/s counts 2 x n_in x n_out x tokens (one multiply-add = 2 operations), as the probe and
 // `bench`'s pp_gflops_per_s do; the activations' quantization is inside the timed call.
@@ -44,12 +44,15 @@ int main(int argc, char** argv) {
       threads = std::stoi(v);
     } else if (a == "--seconds") {
       seconds = std::stod(v);
-    } else if (a == "--type" && (v == "Q8_0" || v == "Q4_K")) {
-      type = v == "Q8_0" ? spw::GgmlType::Q8_0 : spw::GgmlType::Q4_K;
+    } else if (a == "--type" && (v == "Q8_0" || v == "Q4_K" || v == "Q5_K" || v == "Q6_K")) {
+      type = v == "Q8_0"   ? spw::GgmlType::Q8_0
+             : v == "Q4_K" ? spw::GgmlType::Q4_K
+             : v == "Q5_K" ? spw::GgmlType::Q5_K
+                           : spw::GgmlType::Q6_K;
     } else {
       std::fprintf(stderr,
                    "usage: gemm_bench [--tokens N] [--threads N] [--seconds S] "
-                   "[--type Q8_0|Q4_K]\n");
+                   "[--type Q8_0|Q4_K|Q5_K|Q6_K]\n");
       return 2;
     }
   }

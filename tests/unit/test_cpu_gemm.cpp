@@ -43,13 +43,15 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, u
   std::vector<uint8_t> bytes(row_size(type, n_in) * static_cast<size_t>(n_out));
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
   const size_t bsz = type == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
+                     : type == GgmlType::Q5_K ? sizeof(BlockQ5_K)
                      : type == GgmlType::Q6_K ? sizeof(BlockQ6_K)
                                               : sizeof(BlockQ8_0);
   const size_t d_at = type == GgmlType::Q6_K ? offsetof(BlockQ6_K, d) : 0;
   for (size_t off = 0; off < bytes.size(); off += bsz) {
     const uint16_t h = fp32_to_fp16(d(rng)), hm = fp32_to_fp16(d(rng));
     std::memcpy(bytes.data() + off + d_at, &h, 2);
-    if (type == GgmlType::Q4_K) std::memcpy(bytes.data() + off + 2, &hm, 2);
+    if (type == GgmlType::Q4_K || type == GgmlType::Q5_K)
+      std::memcpy(bytes.data() + off + 2, &hm, 2);
   }
   return bytes;
 }
@@ -61,15 +63,17 @@ struct Case {
 
 // Odd shapes: rows below, at and past a group; tokens below, at and past a tile and the
 // 64-token block; 1-token decode; row lengths of 1 block up to 88 (n_ff 2816).
-// Q4_K and Q6_K: 1 to 11 super-blocks.
-constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K, Q6K = GgmlType::Q6_K;
-const Case kCases[] = {{Q8, 32, 1, 1},      {Q8, 32, 15, 3},    {Q8, 96, 16, 8},
-                       {Q8, 224, 17, 9},    {Q8, 224, 33, 13},  {Q8, 1024, 50, 1},
-                       {Q8, 1024, 64, 67},  {Q8, 2816, 31, 5},  {Q8, 256, 200, 130},
-                       {Q4K, 256, 1, 1},    {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
-                       {Q4K, 1024, 33, 9},  {Q4K, 2816, 16, 4}, {Q4K, 768, 70, 67},
-                       {Q6K, 256, 1, 1},    {Q6K, 256, 15, 3},  {Q6K, 512, 17, 9},
-                       {Q6K, 1024, 33, 13}, {Q6K, 2816, 16, 8}, {Q6K, 768, 70, 67}};
+// The K-quants: 1 to 11 super-blocks.
+constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K, Q5K = GgmlType::Q5_K,
+                   Q6K = GgmlType::Q6_K;
+const Case kCases[] = {
+    {Q8, 32, 1, 1},      {Q8, 32, 15, 3},     {Q8, 96, 16, 8},    {Q8, 224, 17, 9},
+    {Q8, 224, 33, 13},   {Q8, 1024, 50, 1},   {Q8, 1024, 64, 67}, {Q8, 2816, 31, 5},
+    {Q8, 256, 200, 130}, {Q4K, 256, 1, 1},    {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
+    {Q4K, 1024, 33, 9},  {Q4K, 2816, 16, 4},  {Q4K, 768, 70, 67}, {Q5K, 256, 1, 1},
+    {Q5K, 512, 17, 9},   {Q5K, 1024, 33, 13}, {Q5K, 2816, 16, 3}, {Q5K, 768, 70, 67},
+    {Q6K, 256, 1, 1},    {Q6K, 256, 15, 3},   {Q6K, 512, 17, 9},  {Q6K, 1024, 33, 13},
+    {Q6K, 2816, 16, 8},  {Q6K, 768, 70, 67}};
 
 // Per element: sum_i |w_i x_i| with dequantized weights and unquantized activations.
 double abs_dot(const std::vector<float>& wd, const float* x, int64_t n_in, int64_t r) {
@@ -141,11 +145,11 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
           den += mv * mv;
         }
       }
-      // Q4_K's matvec rounds the activations with a scale per 32 elements (BlockQ8K): the two
-      // differ by the activations' rounding, measured NMSE <= 1.2e-4. Q6_K's matvec has a scale
-      // per 32 strided elements (kernels.h), the GEMM per 32 consecutive ones (BlockQ8A):
-      // measured 1.6e-5 to 5.5e-5. Q8_0's by float rounding only.
-      EXPECT_LE(num / den, c.type == Q8 ? 1e-11 : c.type == Q6K ? 1.5e-4 : 4e-4);
+      // Q4_K's matvec rounds the activations with a scale per 32 elements (BlockQ8K), its GEMM
+      // with one per 256: the two differ by that rounding, measured NMSE <= 1.2e-4. Q5_K's and
+      // Q6_K's GEMM take a scale per 32 consecutive elements (BlockQ8A), their matvec per 32
+      // strided ones (kernels.h): measured 1.6e-5 to 6.8e-5. Q8_0's by float rounding only.
+      EXPECT_LE(num / den, c.type == Q8 ? 1e-11 : c.type == Q4K ? 4e-4 : 1.5e-4);
       // Every level runs the same float steps: bit-identical to the first level's result.
       if (first.empty()) {
         first = Y;
@@ -158,7 +162,7 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
 
 TEST(CpuGemm, MatchesFloat64) {
   ThreadPool pool(2);
-  for (GgmlType type : {Q8, Q4K, Q6K}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K}) {
     SCOPED_TRACE(type_name(static_cast<uint32_t>(type)));
     const int64_t n_in = 1024, n_out = 77, n_tokens = 21;
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 3);
@@ -193,7 +197,7 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   const int64_t n_in = 768, n_out = 301, n_tokens = 75;
   std::mt19937 rng(6);
   const std::vector<float> X = gaussian(rng, n_tokens * n_in);
-  for (GgmlType type : {Q8, Q4K, Q6K}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K}) {
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
     for (SimdLevel level : test::supported_simd_levels()) {
       test::SimdLevelScope scope(level);
@@ -288,12 +292,13 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   EXPECT_EQ(p, b->get(q, pool));  // made once
   EXPECT_EQ(p->n_in, q.ne[0]);
   EXPECT_EQ(p->n_out, q.ne[1]);
-  // Q6_K is packed where the SIMD level has its tiles (avx512) only.
+  // Q5_K and Q6_K are packed where the SIMD level has their tiles (avx512) only.
   for (SimdLevel level : test::supported_simd_levels()) {
     test::SimdLevelScope scope(level);
     EXPECT_EQ(gemm_packable(GgmlType::Q6_K), level == SimdLevel::Avx512) << simd_level_name(level);
+    EXPECT_EQ(gemm_packable(GgmlType::Q5_K), level == SimdLevel::Avx512) << simd_level_name(level);
     EXPECT_TRUE(gemm_packable(GgmlType::Q8_0) && gemm_packable(GgmlType::Q4_K));
-    EXPECT_FALSE(gemm_packable(GgmlType::Q5_K) || gemm_packable(GgmlType::F16));
+    EXPECT_FALSE(gemm_packable(GgmlType::Q4_0) || gemm_packable(GgmlType::F16));
   }
   // Not one of the matrices (the F32 embeddings, a norm vector): no packed form.
   EXPECT_EQ(a->get(*model.token_embd, pool), nullptr);
