@@ -357,7 +357,8 @@ bool gemm_packable(GgmlType type) {
 }
 
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
-                         ThreadPool& pool) {
+                         ThreadPool& pool,
+                         const std::function<void(const uint8_t*, size_t)>& release) {
   assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K ||
           type == GgmlType::Q6_K) &&
          n_out >= 1);
@@ -387,20 +388,35 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   const auto* src = static_cast<const uint8_t*>(W);
   const size_t rs = row_size(type, n_in);
   uint8_t* dst = p.bytes.get();
-  pool.parallel_for(p.n_groups, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
-      if (k4) {
-        pack_q45_k_group<false>(src, rs, g, nb, n_out, gd);
-      } else if (k5) {
-        pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
-      } else if (k6) {
-        pack_q6_k_group(src, rs, g, nb, n_out, gd);
-      } else {
-        pack_q8_0_group(src, rs, g, nb, n_out, gd);
+  // Slices of about kReleaseBytes of the source, each released once packed: the source and its
+  // packed copy are resident together for one slice at a time, not for the whole matrix (a
+  // 32000 x 4096 output matrix is 100+ MB).
+  constexpr size_t kReleaseBytes = size_t{4} << 20;
+  const size_t group_src = rs * kGemmGroupRows;
+  const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(kReleaseBytes / group_src));
+  for (int64_t s0 = 0; s0 < p.n_groups; s0 += slice) {
+    const int64_t s1 = std::min(p.n_groups, s0 + slice);
+    pool.parallel_for(s1 - s0, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = s0 + g0; g < s0 + g1; ++g) {
+        uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
+        if (k4) {
+          pack_q45_k_group<false>(src, rs, g, nb, n_out, gd);
+        } else if (k5) {
+          pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
+        } else if (k6) {
+          pack_q6_k_group(src, rs, g, nb, n_out, gd);
+        } else {
+          pack_q8_0_group(src, rs, g, nb, n_out, gd);
+        }
       }
+    });
+    if (release) {
+      const auto r0 = static_cast<size_t>(s0) * group_src;
+      const size_t r1 =
+          std::min(static_cast<size_t>(s1) * group_src, rs * static_cast<size_t>(n_out));
+      release(src + r0, r1 - r0);
     }
-  });
+  }
   return p;
 }
 

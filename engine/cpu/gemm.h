@@ -75,6 +75,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "engine/gguf/ggml_types.h"
@@ -110,10 +111,14 @@ struct PackedMatrix {
   size_t size_bytes() const { return static_cast<size_t>(n_groups) * group_bytes; }
 };
 
-/// Repacks W (n_out rows of row_size(type, n_in) bytes, as in the file) with the pool's threads.
-/// Preconditions: gemm_packable(type), n_in a multiple of the type's block size, n_out >= 1.
+/// Repacks W (n_out rows of row_size(type, n_in) bytes, as in the file) with the pool's threads,
+/// a slice of rows (about 4 MiB of W) at a time; where `release` is given it is called with each
+/// slice of W once that slice is packed (the model's cache drops those file pages, so the two
+/// copies of a matrix are never resident whole). Preconditions: gemm_packable(type), n_in a
+/// multiple of the type's block size, n_out >= 1.
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
-                         ThreadPool& pool);
+                         ThreadPool& pool,
+                         const std::function<void(const uint8_t*, size_t)>& release = {});
 
 /// Whether X holds what it held at the calling thread's previous gemm() call with the same X
 /// pointer (the caller's promise: e.g. attn_k and attn_v after attn_q of the same normed input).

@@ -67,8 +67,8 @@ const PackedMatrix* PackedWeights::get(const GgufTensorInfo& w, ThreadPool& pool
   if (it == impl_->slots.end()) return nullptr;
   Slot& s = it->second;
   std::call_once(s.once, [&] {
-    s.m = pack_matrix(w.type, w.data, w.ne[0], w.ne[1], pool);
-    drop_pages(w.data, w.n_bytes);
+    s.m = pack_matrix(w.type, w.data, w.ne[0], w.ne[1], pool, drop_pages);
+    drop_pages(w.data, w.n_bytes);  // the pages the slices share
   });
   return &s.m;
 }
@@ -82,8 +82,8 @@ const PackedMatrix* PackedWeights::get_expert(const GgufTensorInfo& w, int64_t e
   Slot& s = it->second[static_cast<size_t>(e)];
   std::call_once(s.once, [&] {
     const MatrixView v = expert_of(w, e);
-    s.m = pack_matrix(w.type, v.data, v.n_in, v.n_out, pool);
-    drop_pages(v.data, v.row_bytes * static_cast<uint64_t>(v.n_out));
+    s.m = pack_matrix(w.type, v.data, v.n_in, v.n_out, pool, drop_pages);
+    drop_pages(v.data, v.row_bytes * static_cast<uint64_t>(v.n_out));  // the pages slices share
   });
   return &s.m;
 }
