@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -190,6 +191,31 @@ TEST(CpuGemm, MatchesFloat64) {
     EXPECT_LE(num / den, type == Q4K ? 4e-4 : 2e-4);
     EXPECT_GT(den, 0.0);
   }
+}
+
+// pack_matrix hands its source back slice by slice (about 4 MiB each), in order, covering every
+// byte once, and packs the same bytes as without the callback.
+TEST(CpuGemm, PackingReleasesTheSourceSliceBySlice) {
+  ThreadPool pool(2);
+  const int64_t n_in = 1024, n_out = 4001;  // 4.35 MB of Q8_0 rows: two slices and a bit
+  const std::vector<uint8_t> W = random_matrix(Q8, n_in, n_out, 12);
+  std::vector<std::pair<const uint8_t*, size_t>> slices;
+  const PackedMatrix a =
+      pack_matrix(Q8, W.data(), n_in, n_out, pool, [&](const uint8_t* p, size_t n) {
+        slices.push_back({p, n});
+      });
+  const PackedMatrix b = pack_matrix(Q8, W.data(), n_in, n_out, pool);
+  ASSERT_EQ(a.size_bytes(), b.size_bytes());
+  EXPECT_EQ(0, std::memcmp(a.bytes.get(), b.bytes.get(), a.size_bytes()));
+  ASSERT_GE(slices.size(), 2u);
+  const uint8_t* at = W.data();
+  for (const auto& [p, n] : slices) {
+    EXPECT_EQ(p, at);
+    EXPECT_GT(n, 0u);
+    EXPECT_LE(n, size_t{4} << 20);
+    at = p + n;
+  }
+  EXPECT_EQ(at, W.data() + W.size());
 }
 
 TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
