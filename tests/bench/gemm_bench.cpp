@@ -2,6 +2,11 @@
 // of the 250M benchmark model, against the int8 dot-product probe. A tool, not a test.
 //
 //   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K|Q5_K|Q6_K]
+//              [--level scalar|avx2|avx512] [--matmul]
+//
+// --level runs another SIMD level than the CPU's best (Q5_K and Q6_K are packed only where the
+// level has their tiles: elsewhere the portable tile runs); --matmul times quant_dot.h's matmul
+// of the file's blocks (the path of a matrix that is not repacked) instead of the GEMM.
 //
 // GOP/s counts 2 x n_in x n_out x tokens (one multiply-add = 2 operations), as the probe and
 // `bench`'s pp_gflops_per_s do; the activations' quantization is inside the timed call.
@@ -16,6 +21,7 @@
 #include "engine/cpu/compute_probe.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/quant_dot.h"
+#include "engine/cpu/simd.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
 
@@ -36,9 +42,25 @@ int main(int argc, char** argv) {
   int threads = 2;
   double seconds = 1.0;
   spw::GgmlType type = spw::GgmlType::Q8_0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--tokens") {
+  bool use_matmul = false;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--matmul") {
+      use_matmul = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const std::string v = argv[i + 1];
+    if (a == "--level" && (v == "scalar" || v == "avx2" || v == "avx512")) {
+      const SimdLevel level = v == "scalar" ? SimdLevel::Scalar
+                              : v == "avx2" ? SimdLevel::Avx2
+                                            : SimdLevel::Avx512;
+      if (!set_simd_level(level)) {
+        std::fprintf(stderr, "gemm_bench: level %s does not run here\n", v.c_str());
+        return 2;
+      }
+    } else if (a == "--tokens") {
       tokens = std::stoll(v);
     } else if (a == "--threads") {
       threads = std::stoi(v);
@@ -52,7 +74,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: gemm_bench [--tokens N] [--threads N] [--seconds S] "
-                   "[--type Q8_0|Q4_K|Q5_K|Q6_K]\n");
+                   "[--type Q8_0|Q4_K|Q5_K|Q6_K] [--level scalar|avx2|avx512] [--matmul]\n");
       return 2;
     }
   }
@@ -76,14 +98,21 @@ int main(int argc, char** argv) {
     std::vector<float> X(static_cast<size_t>(s.n_in * tokens)),
         Y(static_cast<size_t>(s.n_out * tokens));
     for (auto& v : X) v = g(rng);
-    gemm(p, X.data(), tokens, Y.data(), pool);  // warm up
+    const auto product = [&] {
+      if (use_matmul) {
+        matmul(type, w.data(), s.n_in, s.n_out, X.data(), tokens, Y.data(), pool);
+      } else {
+        gemm(p, X.data(), tokens, Y.data(), pool);
+      }
+    };
+    product();  // warm up
     int reps = 0;
     double best = 1e30;
     const auto t0 = Clock::now();
     double el = 0.0;
     do {
       const auto a = Clock::now();
-      gemm(p, X.data(), tokens, Y.data(), pool);
+      product();
       best = std::min(best, std::chrono::duration<double>(Clock::now() - a).count());
       ++reps;
       el = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -94,6 +123,9 @@ int main(int argc, char** argv) {
     std::printf("%-30s mean %8.3f ms  best %8.3f ms  %7.1f GOP/s (best %7.1f)\n", s.name,
                 el / reps * 1e3, best * 1e3, ops / (el / reps) / 1e9, ops / best / 1e9);
   }
+  std::printf("%s, %s, %s\n", use_matmul ? "matmul (not repacked)" : "gemm",
+              std::string(simd_level_name(simd_level())).c_str(),
+              gemm_packable(type) ? "packable at this level" : "not packable at this level");
   const double probe = probe_int8_gops_per_s(threads, 0.2);
   std::printf("all shapes %7.1f GOP/s; int8 probe %7.1f GOP/s: %.0f %%\n",
               total_ops / total_s / 1e9, probe, 100.0 * total_ops / total_s / 1e9 / probe);
