@@ -431,11 +431,11 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   const int64_t n_in = W.n_in, n_out = W.n_out;
   const int64_t nb = n_in / (k4 || k5 || k6 ? kQK_K : 32);  // weight blocks per row
   const int64_t nx = n_in / (k4 ? kQK_K : 32);              // activation blocks per row
-  // A Q5_K / Q6_K matrix packed at a level with its tiles and used after a change of level: the
-  // portable tile (the same results).
-  const GemmKernels& kk = (k6 && k.q6_k == nullptr) || (k5 && k.q5_k == nullptr) ? kScalar : k;
+  // The Q5_K / Q6_K tiles: the level's own, or for a matrix packed at a level with them and used
+  // after a change of level, the portable ones (the same results).
+  const GemmKernels& k56 = (k6 && k.q6_k == nullptr) || (k5 && k.q5_k == nullptr) ? kScalar : k;
   const auto n_blocks = static_cast<size_t>(n_tokens * nx);
-  const int T = k4 ? k.max_tokens_k : k5 || k6 ? kk.max_tokens_6 : k.max_tokens;
+  const int T = k4 ? k.max_tokens_k : k5 || k6 ? k56.max_tokens_6 : k.max_tokens;
   // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
@@ -443,8 +443,8 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   thread_local std::vector<int16_t> bbuf;
   thread_local std::vector<uint8_t> pbuf;
   ActivationKey& last = last_activations();
-  const GemmTile8Fn tile8 = k6   ? kk.q6_k_tile8
-                            : k5 ? kk.q5_k_tile8
+  const GemmTile8Fn tile8 = k6   ? k56.q6_k_tile8
+                            : k5 ? k56.q5_k_tile8
                             : k4 ? k.q4_k_tile8
                                  : k.q8_0_tile8;
   const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
@@ -519,9 +519,9 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
           if (k4) {
             k.q4_k(wg, nb, xkp + t * nx, nx, bs + t * nx * 8, yg + t * n_out, n_out, nr, nt);
           } else if (k6) {
-            kk.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
+            k56.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else if (k5) {
-            kk.q5_k(wg, nb, xap + t * nx, nx, nullptr, yg + t * n_out, n_out, nr, nt);
+            k56.q5_k(wg, nb, xap + t * nx, nx, nullptr, yg + t * n_out, n_out, nr, nt);
           } else {
             k.q8_0(wg, nb, xap + t * nx, nx, comp != nullptr ? comp + t * nx : nullptr,
                    yg + t * n_out, n_out, nr, nt);
