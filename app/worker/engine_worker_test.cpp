@@ -145,6 +145,19 @@ class EngineWorkerTest : public ::testing::Test {
   std::unique_ptr<Library> lib_;
 };
 
+// What a stopped or finished answer stores and shows: valid UTF-8, the same bytes either way.
+TEST(AnswerText, DropsACutCharacterAndReplacesStrayBytes) {
+  EXPECT_EQ(answer_text("plain"), "plain");
+  EXPECT_EQ(answer_text("price \xE2\x82\xAC"), "price \xE2\x82\xAC");  // a whole euro sign
+  EXPECT_EQ(answer_text("price \xE2\x82"), "price ");                  // cut by a stop: dropped
+  EXPECT_EQ(answer_text("\x89"), "\xEF\xBF\xBD");                      // a stray continuation byte
+  EXPECT_EQ(answer_text("a\x89"
+                        "b\xFF"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
+  EXPECT_EQ(answer_text(""), "");
+}
+
 TEST(Telemetry, CsvRowHasAColumnPerHeaderField) {
   TelemetrySample s;
   s.t_ms = 1234;
