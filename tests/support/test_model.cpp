@@ -127,15 +127,16 @@ TestTensor quantized(const std::string& name, GgmlType type, std::vector<int64_t
 }
 
 // A matrix mapping n_in -> n_out: ne = [n_in, n_out], spread weight_scale / sqrt(n_in); with
-// n_expert > 1 a stack of n_expert such matrices, ne = [n_in, n_out / n_expert, n_expert].
+// `stack` a stack of n_expert such matrices, ne = [n_in, n_out / n_expert, n_expert] (3-D also
+// for one expert, as llama.cpp's converters write it).
 TestTensor matrix(const TestModelSpec& s, const std::string& name, GgmlType type, int64_t n_in,
-                  int64_t n_out, int64_t n_expert = 1) {
+                  int64_t n_out, int64_t n_expert = 1, bool stack = false) {
   TensorRng rng(s.seed, name);
   // Uniform on [-a, a) has standard deviation a / sqrt(3).
   const float a = s.weight_scale * std::sqrt(3.0f / static_cast<float>(n_in));
   std::vector<float> v(static_cast<size_t>(n_in * n_out));
   for (float& x : v) x = rng.uniform(a);
-  if (n_expert > 1) return quantized(name, type, {n_in, n_out / n_expert, n_expert}, v);
+  if (stack || n_expert > 1) return quantized(name, type, {n_in, n_out / n_expert, n_expert}, v);
   return quantized(name, type, {n_in, n_out}, v);
 }
 
@@ -356,7 +357,7 @@ Status check_test_model_spec(const TestModelSpec& s) {
 TestTensor TensorPlan::materialize(const TestModelSpec& s) const {
   switch (kind) {
     case Kind::Matrix:
-      return matrix(s, name, type, n_in, n_out * n_expert, n_expert);
+      return matrix(s, name, type, n_in, n_out * n_expert, n_expert, stack);
     case Kind::Router: {  // kRouterSpread times a matrix's spread, whatever weight_scale says
       TestModelSpec r = s;
       r.weight_scale = kRouterSpread;
@@ -481,8 +482,11 @@ std::vector<TensorPlan> plan_test_model(const TestModelSpec& s, TestModel& m) {
       const int64_t n_e = s.n_expert, f = s.ff_exp();
       t.push_back({K::Router, p + "ffn_gate_inp.weight", GgmlType::F32, s.n_embd, s.n_expert});
       mat(p + "ffn_gate_exps.weight", s.layer_type("ffn_gate", i), s.n_embd, f, n_e);
+      t.back().stack = true;
       mat(p + "ffn_up_exps.weight", s.layer_type("ffn_up", i), s.n_embd, f, n_e);
+      t.back().stack = true;
       mat(p + "ffn_down_exps.weight", s.layer_type("ffn_down", i), f, s.n_embd, n_e);
+      t.back().stack = true;
       if (s.arch == "qwen2moe") {
         const int64_t fs = s.ff_shexp();
         vec1d(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.5f);

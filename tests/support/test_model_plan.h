@@ -24,6 +24,7 @@ struct TensorPlan {
   int64_t n_out = 1;     // Matrix: rows of one matrix (one expert)
   int64_t n_expert = 1;  // Matrix: > 1 for an expert stack
   float center = 0, spread = 0;  // Vector: center + uniform(spread); RopeFactors: the slow divisor
+  bool stack = false;            // Matrix: an expert stack, 3-D even for one expert
 
   /// The tensor with its values (build_test_model's).
   TestTensor materialize(const TestModelSpec& s) const;

@@ -201,6 +201,34 @@ INSTANTIATE_TEST_SUITE_P(QuantizedMoe, MoeRouting,
                          arch_type_test_name);
 
 // The hook refuses a route it cannot follow, naming it.
+// A MoE file with a single expert (3-D stacks whose last dimension is 1, as llama.cpp's
+// converters write them) loads and runs as the reference does.
+TEST(MoeRouting, OneExpertLoadsAndMatchesTheReference) {
+  TempDir dir;
+  const std::string path = dir.file("moe1.gguf");
+  TestModelSpec spec = arch_test_spec("qwen3moe", GgmlType::Q8_0);
+  spec.n_expert = 1;
+  spec.n_expert_used = 1;
+  ASSERT_TRUE(write_test_model(spec, path).ok());
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const GgufTensorInfo& up = *(*model)->layers[0].ffn_up_exps;
+  EXPECT_EQ(up.n_dims, 3);
+  EXPECT_EQ(up.ne[2], 1);
+  SessionParams sp;
+  sp.kv_type_k = sp.kv_type_v = KvType::F32;
+  sp.n_ctx = 256;
+  auto ref = ReferenceSession::create(**model, sp);
+  auto fast = cpu::CpuSession::create(**model, sp);
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  const std::vector<int32_t> prompt = test_prompt(20, (*model)->config().n_vocab, 5);
+  ASSERT_TRUE((*ref)->eval(prompt, true).ok());
+  ASSERT_TRUE((*fast)->eval(prompt, true).ok());
+  const std::vector<float> lr((*ref)->logits().begin(), (*ref)->logits().end()),
+      lf((*fast)->logits().begin(), (*fast)->logits().end());
+  EXPECT_LE(nmse(lf, lr), 1e-3);  // the quantized types' bound
+}
+
 TEST(MoeRouting, AForcedRouteOfTheWrongShapeIsRefused) {
   TempDir dir;
   const std::string path = dir.file("moe.gguf");
