@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -178,6 +179,15 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     const auto t0 = Clock::now();
     if (auto st = s->session->eval(prompt, true); !st) return st.error();
     const double pp_s = seconds_since(t0);
+    // A broken file (NaN scales, garbage blocks) still runs at full speed: its figures would mean
+    // nothing, so it is refused as generate refuses it.
+    const std::span<const float> logits = s->session->logits();
+    if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); })) {
+      return make_error(
+          "{}: the model produced non-finite logits (NaN or infinity) in the pp test; its weights "
+          "or hyperparameters are broken",
+          a.model);
+    }
     pp.push_back(a.n_prompt / pp_s);
     if (s->fast != nullptr) {
       const SessionUsage u = s->fast->usage();
@@ -439,8 +449,13 @@ int run_bench(const BenchArgs& a) {
   fmt::print("model      {} ({} bytes, {})\n", a.model, model_bytes, mib(model_bytes));
   fmt::print("shape      {}, {} layers, n_embd {}, n_ff {}, {} heads ({} KV), n_vocab {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_ff, c.n_head, c.n_head_kv, c.n_vocab);
-  fmt::print("engine     {} ({}), {} threads, KV f16, {} repeats\n", engine, simd, sp.n_threads,
-             a.reps);
+  // "1 thread", "2 threads".
+  const auto count = [](int64_t n, const char* what) {
+    return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+  };
+  const std::string threads = count(sp.n_threads, "thread");
+  fmt::print("engine     {} ({}), {}, KV f16, {}\n", engine, simd, threads,
+             count(a.reps, "repeat"));
   fmt::print("device     {}: {}\n", device_name(m->device), m->backend);
   fmt::print(
       "KV         attention {}, block {}, window {} + {} sinks; after tg: {} window, {} "
@@ -462,12 +477,11 @@ int run_bench(const BenchArgs& a) {
       m->tg.median, m->tg.min, m->tg.max, tg_gb_per_s);
   fmt::print("\nper token  {} weights + {} KV (average) read per generated token\n", mib(weights),
              mib(static_cast<int64_t>(kv_read)));
-  fmt::print("probe      {:.2f} GB/s read bandwidth ({} threads, 512 MiB, best of 3)\n", probe,
-             sp.n_threads);
+  fmt::print("probe      {:.2f} GB/s read bandwidth ({}, 512 MiB, best of 3)\n", probe, threads);
   fmt::print(
-      "compute    {:.1f} GFLOP/s FP32 FMA, {:.1f} GOP/s int8 dot products ({} threads, {}, best "
+      "compute    {:.1f} GFLOP/s FP32 FMA, {:.1f} GOP/s int8 dot products ({}, {}, best "
       "of 3); pp at {:.0f}% of FP32, {:.0f}% of int8\n",
-      peak_gflops, peak_int8, sp.n_threads, simd, 100 * pp_gflops / peak_gflops,
+      peak_gflops, peak_int8, threads, simd, 100 * pp_gflops / peak_gflops,
       100 * pp_gflops / peak_int8);
   fmt::print("memory     peak RSS {} bytes ({}), KV {} bytes ({})\n", peak_rss, mib(peak_rss),
              m->kv_bytes, mib(m->kv_bytes));

@@ -647,6 +647,12 @@ TEST(CliRobustness, FilesThatContradictThemselvesAreRefused) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty());
+  // bench refuses it too: the speeds of a broken file mean nothing.
+  r = run({"bench", "-m", p.string(), "-p", "8", "-n", "2", "-r", "1", "-t", "1", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("non-finite logits (NaN or infinity) in the pp test"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
   // A vocabulary that does not match the embedding rows: info refuses it as generate does.
   m = build_test_model(spec);
   m->set("tokenizer.ggml.bos_token_id", GgufWriteValue::u32(99999));
