@@ -630,21 +630,27 @@ int run_generate(const GenerateArgs& a) {
     (*progress_out)->wrote(piece.ends_with('\n'), /*generated=*/true);
     progress.decode_at(static_cast<int64_t>(generated.size()));
     if (a.n_predict >= 0 && i + 1 == a.n_predict) break;  // no forward pass for logits never used
+    // An error after some text: the text's line ends first, so the error starts its own.
+    const auto fail_mid_text = [&](const Error& e) {
+      stream.finish();
+      if (!a.json) {
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+      return fail(e);
+    };
     const int32_t one[1] = {id};
     if (auto st = eval(one, true); !st) {
-      stream.finish();
       // A full context (n_ctx, or the window and budgets) ends the generation, not the run.
       if (starts_with(st.error().message, "context full")) {
+        stream.finish();
         std::fprintf(stderr, "\n[stopped: %s]\n", st.error().message.c_str());
         break;
       }
-      return fail(st.error());
+      return fail_mid_text(st.error());
     }
     if (cpu) stats_out.write(stats_json(cpu->usage(), step++, "decode", attention));
-    if (!all_finite(s.logits())) {
-      stream.finish();
-      return fail(non_finite);
-    }
+    if (!all_finite(s.logits())) return fail_mid_text(non_finite);
   }
   stream.finish();
   (*progress_out)->finish();
