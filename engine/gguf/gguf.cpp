@@ -366,6 +366,7 @@ class GgufParser {
 };
 
 Expected<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+  if (path.empty()) return make_error("no model file given (the path is empty)");
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   // O_NONBLOCK: opening a FIFO must not block; anything but a regular file is refused below.
