@@ -108,10 +108,6 @@ int64_t part_reserve(int64_t n_ctx, int64_t question_tokens) {
 
 namespace {
 
-bool all_finite(std::span<const float> v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
-}
-
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
@@ -340,10 +336,7 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
   run.prefill_tokens_computed =
       cpu ? cpu->usage().prefill_tokens_computed : static_cast<int64_t>(all.size());
 
-  const Error non_finite{
-      "the model produced non-finite logits (NaN or infinity); its weights or hyperparameters "
-      "are broken"};
-  if (!all_finite(s.logits())) return non_finite;
+  if (auto st = check_logits_finite(s.logits()); !st) return st.error();
   Sampler sampler(p.sampling);
   std::vector<int32_t> history = all;
   for (const int32_t id : kept) {  // the continued answer's text so far, streamed as it was
@@ -380,7 +373,7 @@ Expected<PromptRun> run_prompt(Session& s, const PromptTokens& asked, bool snaps
       }
       return st.error();
     }
-    if (!all_finite(s.logits())) return non_finite;
+    if (auto st = check_logits_finite(s.logits()); !st) return st.error();
   }
   if (run.stopped.empty() && p.n_predict >= 0 && run.generated_tokens == p.n_predict) {
     run.stopped = fmt::format("length limit {} tokens", p.n_predict);

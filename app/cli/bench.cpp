@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -181,13 +180,8 @@ Expected<Measurement> measure(const Model& model, const SessionParams& sp, const
     const double pp_s = seconds_since(t0);
     // A broken file (NaN scales, garbage blocks) still runs at full speed: its figures would mean
     // nothing, so it is refused as generate refuses it.
-    const std::span<const float> logits = s->session->logits();
-    if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); })) {
-      return make_error(
-          "{}: the model produced non-finite logits (NaN or infinity) in the pp test; its weights "
-          "or hyperparameters are broken",
-          a.model);
-    }
+    if (auto st = check_logits_finite(s->session->logits(), a.model, " in the pp test"); !st)
+      return st.error();
     pp.push_back(a.n_prompt / pp_s);
     if (s->fast != nullptr) {
       const SessionUsage u = s->fast->usage();

@@ -70,13 +70,6 @@ Expected<std::string> read_text_file(const std::string& path) {
   return text;
 }
 
-bool all_finite(std::span<const float> v) {
-  for (const float x : v) {
-    if (!std::isfinite(x)) return false;
-  }
-  return true;
-}
-
 // ---- Paged KV cache: statistics ---------------------------------------------------------
 
 // One --stats-json line: integer counters as integers, rates and times as numbers.
@@ -602,11 +595,7 @@ int run_generate(const GenerateArgs& a) {
   }
   int64_t step = 0;
   if (cpu) stats_out.write(stats_json(cpu->usage(), step++, "prefill", attention));
-  const Error non_finite{
-      fmt::format("{}: the model produced non-finite logits (NaN or infinity); its weights or "
-                  "hyperparameters are broken",
-                  a.model)};
-  if (!all_finite(s.logits())) return fail(non_finite);
+  if (auto st = check_logits_finite(s.logits(), a.model); !st) return fail(st.error());
   const std::vector<float> prompt_logits(s.logits().begin(), s.logits().end());
 
   Sampler sampler(a.sampling);
@@ -650,7 +639,7 @@ int run_generate(const GenerateArgs& a) {
       return fail_mid_text(st.error());
     }
     if (cpu) stats_out.write(stats_json(cpu->usage(), step++, "decode", attention));
-    if (!all_finite(s.logits())) return fail_mid_text(non_finite);
+    if (auto st = check_logits_finite(s.logits(), a.model); !st) return fail_mid_text(st.error());
   }
   stream.finish();
   (*progress_out)->finish();

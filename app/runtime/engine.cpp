@@ -30,10 +30,6 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-bool all_finite(std::span<const float> v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
-}
-
 }  // namespace
 
 // ---- models -----------------------------------------------------------------------------------
@@ -463,10 +459,7 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
     return prefilled.error();
   }
   progress.prefill_done();
-  const Error non_finite{
-      "the model produced non-finite logits (NaN or infinity); its weights or hyperparameters "
-      "are broken"};
-  if (!all_finite(s.logits())) return non_finite;
+  if (auto st = check_logits_finite(s.logits()); !st) return st.error();
   const Tokenizer& tok = engine.tokenizer();
   Sampler sampler(c.sampling);
   std::vector<int32_t> history = prompt;
@@ -504,7 +497,7 @@ Expected<CompletionResult> run_completion(const Engine& engine, const std::vecto
       if (st.error().message.rfind("context full", 0) == 0) break;
       return st.error();
     }
-    if (!all_finite(s.logits())) return non_finite;
+    if (auto st = check_logits_finite(s.logits()); !st) return st.error();
   }
   if (!stop_string) filter.finish();
   r.text = filter.text();

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "engine/kv/kv_cache.h"
@@ -13,6 +15,16 @@ Expected<KvType> parse_kv_type(std::string_view s) {
   if (s == "f16") return KvType::F16;
   if (s == "q8_0") return KvType::Q8_0;
   return make_error("unknown KV cache type '{}' (accepted: f32, f16, q8_0)", s);
+}
+
+Status check_logits_finite(std::span<const float> logits, std::string_view source,
+                           std::string_view during) {
+  if (std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }))
+    return Status::Ok();
+  return make_error(
+      "{}{}the model produced non-finite logits (NaN or infinity){}; its weights or "
+      "hyperparameters are broken",
+      source, source.empty() ? "" : ": ", during);
 }
 
 Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_past,

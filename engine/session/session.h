@@ -49,6 +49,14 @@ Status check_batch(std::span<const int32_t> tokens, int64_t n_vocab, int64_t n_p
 /// thread that called eval(), so it may read the session (usage()).
 using EvalProgress = std::function<bool(int64_t done, int64_t total)>;
 
+/// Ok when every logit is finite; otherwise "[source: ]the model produced non-finite logits (NaN
+/// or infinity)[during]; its weights or hyperparameters are broken". A file with NaN or infinite
+/// scales or garbage blocks runs at full speed and gives such logits: the app, the CLI and bench
+/// refuse it with this error. `source` (e.g. the file's path) and `during` (e.g. " in the pp
+/// test") may be empty.
+Status check_logits_finite(std::span<const float> logits, std::string_view source = {},
+                           std::string_view during = {});
+
 class Session {
  public:
   virtual ~Session() = default;

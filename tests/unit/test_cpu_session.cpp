@@ -297,5 +297,25 @@ TEST(CpuSession, EvalProgressReportsUbatchesAndCancels) {
   EXPECT_EQ(s->usage().prefill_tokens_computed, 26);
 }
 
+// The one check the app, the CLI and bench run on logits: finite values pass, a NaN or an
+// infinity anywhere gives the error with its source and context.
+TEST(CheckLogitsFinite, NamesTheSourceAndWhen) {
+  std::vector<float> v = {0.5f, -3.0f, 1e30f};
+  EXPECT_TRUE(check_logits_finite(v).ok());
+  v[1] = std::nanf("");
+  Status st = check_logits_finite(v);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message,
+            "the model produced non-finite logits (NaN or infinity); its weights or "
+            "hyperparameters are broken");
+  v[1] = 0.0f;
+  v[2] = -INFINITY;
+  st = check_logits_finite(v, "m.gguf", " in the pp test");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message,
+            "m.gguf: the model produced non-finite logits (NaN or infinity) in the pp test; its "
+            "weights or hyperparameters are broken");
+}
+
 }  // namespace
 }  // namespace spw
