@@ -79,16 +79,9 @@ void q8_0_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, floa
 
 void q8_0(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t*, float* y,
           int64_t ys, int nr, int nt) {
-  switch (nt) {
-    case 1:
-      return q8_0_tile<1>(w, nb, x, xs, y, ys, nr);
-    case 2:
-      return q8_0_tile<2>(w, nb, x, xs, y, ys, nr);
-    case 3:
-      return q8_0_tile<3>(w, nb, x, xs, y, ys, nr);
-    default:
-      return q8_0_tile<4>(w, nb, x, xs, y, ys, nr);
-  }
+  static constexpr decltype(&q8_0_tile<1>) kTiles[] = {&q8_0_tile<1>, &q8_0_tile<2>, &q8_0_tile<3>,
+                                                       &q8_0_tile<4>};
+  tile_for(kTiles, nt)(w, nb, x, xs, y, ys, nr);
 }
 
 // Q4_K, rows 8h .. 8h + 7: VPMADDUBSW of the nibbles against the token's codes, VPMADDWD by the
@@ -160,16 +153,9 @@ void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, c
 
 void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
           float* y, int64_t ys, int nr, int nt) {
-  switch (nt) {
-    case 1:
-      return q4_k_tile<1>(w, nb, x, xs, bs, y, ys, nr);
-    case 2:
-      return q4_k_tile<2>(w, nb, x, xs, bs, y, ys, nr);
-    case 3:
-      return q4_k_tile<3>(w, nb, x, xs, bs, y, ys, nr);
-    default:
-      return q4_k_tile<4>(w, nb, x, xs, bs, y, ys, nr);
-  }
+  static constexpr decltype(&q4_k_tile<1>) kTiles[] = {&q4_k_tile<1>, &q4_k_tile<2>, &q4_k_tile<3>,
+                                                       &q4_k_tile<4>};
+  tile_for(kTiles, nt)(w, nb, x, xs, bs, y, ys, nr);
 }
 
 }  // namespace

@@ -23,6 +23,20 @@ inline int32_t load_i32(const int8_t* p) {
   return v;
 }
 
+// Rows r < nr (1..16) of T tokens' accumulators to y[t * ys + r].
+template <int T>
+inline void store_tile(const __m512 (&acc)[T], float* y, int64_t ys, int nr) {
+  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
+// The 1-token tiles stream their weights: the record two super-blocks ahead into L1.
+template <int kRecordBytes>
+inline void prefetch_record_ahead(const uint8_t* wb) {
+  for (int l = 0; l < kRecordBytes; l += 256)
+    _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kRecordBytes + l), _MM_HINT_T0);
+}
+
 template <int T>
 void q8_0_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* comp,
                float* y, int64_t ys, int nr) {
@@ -49,30 +63,15 @@ void q8_0_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
       acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s[t]), acc[t]);
     }
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 
 void q8_0(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* comp,
           float* y, int64_t ys, int nr, int nt) {
-  switch (nt) {
-    case 1:
-      return q8_0_tile<1>(w, nb, x, xs, comp, y, ys, nr);
-    case 2:
-      return q8_0_tile<2>(w, nb, x, xs, comp, y, ys, nr);
-    case 3:
-      return q8_0_tile<3>(w, nb, x, xs, comp, y, ys, nr);
-    case 4:
-      return q8_0_tile<4>(w, nb, x, xs, comp, y, ys, nr);
-    case 5:
-      return q8_0_tile<5>(w, nb, x, xs, comp, y, ys, nr);
-    case 6:
-      return q8_0_tile<6>(w, nb, x, xs, comp, y, ys, nr);
-    case 7:
-      return q8_0_tile<7>(w, nb, x, xs, comp, y, ys, nr);
-    default:
-      return q8_0_tile<8>(w, nb, x, xs, comp, y, ys, nr);
-  }
+  static constexpr decltype(&q8_0_tile<1>) kTiles[] = {&q8_0_tile<1>, &q8_0_tile<2>, &q8_0_tile<3>,
+                                                       &q8_0_tile<4>, &q8_0_tile<5>, &q8_0_tile<6>,
+                                                       &q8_0_tile<7>, &q8_0_tile<8>};
+  tile_for(kTiles, nt)(w, nb, x, xs, comp, y, ys, nr);
 }
 
 // Q8_0 over a packed 8-token activation tile (gemm_kernels.h's kQ8ATileBlockBytes layout): the
@@ -118,9 +117,8 @@ void q8_0_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
     a6 = step(a6, 6);
     a7 = step(a7, 7);
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
   const __m512 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
-  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, a[t]);
+  store_tile(a, y, ys, nr);
 }
 #define SPW_DPWSSD_BCAST(acc, wv, ptr) \
   __asm__("vpdpwssd %[x]%{1to16%}, %[w], %[s]" : [s] "+v"(acc) : [w] "v"(wv), [x] "m"(*(ptr)))
@@ -181,8 +179,7 @@ void q4_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
       acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, x), _mm512_cvtepi32_ps(msum), acc[t]);
     }
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 
 // Q6_K (gemm.h's Q6_K record): the u8 operand of elements 4k .. 4k + 3 (k = 0..63) of 16 rows,
@@ -266,8 +263,7 @@ void q6_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
     q6_k_blocks8(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, acc,
                  std::make_integer_sequence<int, 8>{});
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 
 // Q5_K (gemm.h's Q5_K record): the u8 operand of group g of sub-block J for 16 rows, the 5-bit
@@ -337,8 +333,7 @@ void q5_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
     q5_k_subs8(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, dmin, acc,
                std::make_integer_sequence<int, 8>{});
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < 8; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 #undef SPW_DPWSSD_BCAST
 #undef SPW_DPBUSD_BCAST
@@ -352,10 +347,7 @@ void q5_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * kQ5_KGroupBlockBytes;
-    if (T == 1) {
-      for (int l = 0; l < kQ5_KGroupBlockBytes; l += 256)
-        _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kQ5_KGroupBlockBytes + l), _MM_HINT_T0);
-    }
+    if (T == 1) prefetch_record_ahead<kQ5_KGroupBlockBytes>(wb);
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2304)));
     const __m512 dmin =
@@ -382,22 +374,14 @@ void q5_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
     [&]<int... J>(std::integer_sequence<int, J...>) { (sub.template operator()<J>(), ...); }
     (std::make_integer_sequence<int, 8>{});
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 
 void q5_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* c, float* y,
           int64_t ys, int nr, int nt) {
-  switch (nt) {
-    case 1:
-      return q5_k_tile<1>(w, nb, x, xs, c, y, ys, nr);
-    case 2:
-      return q5_k_tile<2>(w, nb, x, xs, c, y, ys, nr);
-    case 3:
-      return q5_k_tile<3>(w, nb, x, xs, c, y, ys, nr);
-    default:
-      return q5_k_tile<4>(w, nb, x, xs, c, y, ys, nr);
-  }
+  static constexpr decltype(&q5_k_tile<1>) kTiles[] = {&q5_k_tile<1>, &q5_k_tile<2>, &q5_k_tile<3>,
+                                                       &q5_k_tile<4>};
+  tile_for(kTiles, nt)(w, nb, x, xs, c, y, ys, nr);
 }
 
 // Q6_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
@@ -410,10 +394,7 @@ void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
-    if (T == 1) {
-      for (int l = 0; l < kQ6_KGroupBlockBytes; l += 256)
-        _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kQ6_KGroupBlockBytes + l), _MM_HINT_T0);
-    }
+    if (T == 1) prefetch_record_ahead<kQ6_KGroupBlockBytes>(wb);
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3328)));
     const auto block = [&]<int J>() {
@@ -452,22 +433,14 @@ void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
     [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }
     (std::make_integer_sequence<int, 8>{});
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 
 void q6_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* bs, float* y,
           int64_t ys, int nr, int nt) {
-  switch (nt) {
-    case 1:
-      return q6_k_tile<1>(w, nb, x, xs, bs, y, ys, nr);
-    case 2:
-      return q6_k_tile<2>(w, nb, x, xs, bs, y, ys, nr);
-    case 3:
-      return q6_k_tile<3>(w, nb, x, xs, bs, y, ys, nr);
-    default:
-      return q6_k_tile<4>(w, nb, x, xs, bs, y, ys, nr);
-  }
+  static constexpr decltype(&q6_k_tile<1>) kTiles[] = {&q6_k_tile<1>, &q6_k_tile<2>, &q6_k_tile<3>,
+                                                       &q6_k_tile<4>};
+  tile_for(kTiles, nt)(w, nb, x, xs, bs, y, ys, nr);
 }
 
 // Q4_K (gemm.h's Q4_K record): per super-block and token, I = sum_j sc_j S_j (VPDPBUSD of the
@@ -482,10 +455,7 @@ void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, c
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * kQ4_KGroupBlockBytes;
-    if (T == 1) {
-      for (int l = 0; l < kQ4_KGroupBlockBytes; l += 256)
-        _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kQ4_KGroupBlockBytes + l), _MM_HINT_T0);
-    }
+    if (T == 1) prefetch_record_ahead<kQ4_KGroupBlockBytes>(wb);
     __m512i isum[T], msum[T];
     for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int jj = 0; jj < 4; ++jj) {
@@ -531,22 +501,14 @@ void q4_k_tile(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, c
       acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(msum[t]), acc[t]);
     }
   }
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+  store_tile(acc, y, ys, nr);
 }
 
 void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const int16_t* bs,
           float* y, int64_t ys, int nr, int nt) {
-  switch (nt) {
-    case 1:
-      return q4_k_tile<1>(w, nb, x, xs, bs, y, ys, nr);
-    case 2:
-      return q4_k_tile<2>(w, nb, x, xs, bs, y, ys, nr);
-    case 3:
-      return q4_k_tile<3>(w, nb, x, xs, bs, y, ys, nr);
-    default:
-      return q4_k_tile<4>(w, nb, x, xs, bs, y, ys, nr);
-  }
+  static constexpr decltype(&q4_k_tile<1>) kTiles[] = {&q4_k_tile<1>, &q4_k_tile<2>, &q4_k_tile<3>,
+                                                       &q4_k_tile<4>};
+  tile_for(kTiles, nt)(w, nb, x, xs, bs, y, ys, nr);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Internal to engine/cpu: the int8 GEMM micro-kernels each SIMD level provides (gemm.h has
 // the layout and the arithmetic they share). Plain declarations only, as kernels.h (which says
-// why: this header is included by units compiled with -mavx2 / -mavx512*).
+// why: this header is included by units compiled with -mavx2 / -mavx512*), but for one helper
+// of internal linkage.
 #pragma once
 
 #include <cstddef>
@@ -63,6 +64,17 @@ struct GemmKernels {
   GemmTileFn q5_k = nullptr;
   GemmTile8Fn q5_k_tile8 = nullptr;  // full 8-token Q5_K tiles, or null
 };
+
+// Internal linkage (unnamed namespace): a definition that each including unit compiles with its
+// own flags, never one unit's AVX-512 code picked by the linker for another (kernels.h).
+namespace {
+/// The entry of `tiles` for `nt` tokens: tiles[i] takes i + 1 tokens, and nt past the last
+/// takes the last (a level's GemmTileFn / GemmTileKFn picks its T-token tile this way).
+template <typename Fn, std::size_t N>
+Fn tile_for(const Fn (&tiles)[N], int nt) {
+  return tiles[(nt < static_cast<int>(N) ? nt : static_cast<int>(N)) - 1];
+}
+}  // namespace
 
 const GemmKernels* gemm_kernels_avx2();    // nullptr where not built
 const GemmKernels* gemm_kernels_avx512();  // nullptr where not built
