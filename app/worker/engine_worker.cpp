@@ -327,9 +327,10 @@ struct EngineWorker::Core final : QObject {
     cb.piece = [&](const std::string& p) {
       answer += p;
       pending += p;
+      // Streamed by the rule the stored answer follows (answer_text), so the pieces add up to it.
       const size_t k = unicode::complete_utf8_prefix(pending);
       if (k > 0) {
-        QString text = qs(pending.substr(0, k));
+        QString text = qs(answer_text(pending.substr(0, k)));
         pending.erase(0, k);
         post([o, text] { emit o->piece(text); });
       }
@@ -378,9 +379,9 @@ struct EngineWorker::Core final : QObject {
       }
     };
     auto res = ask_library_document(*engine, *lib, ask, cb, part_start);
-    if (last_usage.n_past > 0) publish(last_usage, true);  // the run's last state
-    if (!pending.empty()) {
-      QString text = qs(pending);
+    if (last_usage.n_past > 0) publish(last_usage, true);                // the run's last state
+    if (const std::string tail = answer_text(pending); !tail.empty()) {  // a cut character: none
+      QString text = qs(tail);
       post([o, text] { emit o->piece(text); });
     }
 
