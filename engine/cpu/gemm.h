@@ -69,8 +69,24 @@
 // codes, exact integers (|I_j| < 2^24), then acc = fma(d_w d_x[j], float(I_j), acc), at every
 // level.
 //
-// Types: Q8_0, Q4_K, and Q5_K and Q6_K at avx512. Others are not packable (gemm_packable() false):
-// quant_dot.h computes them.
+// The 32-element blocks (where the SIMD level has their tiles: avx512): Q4_0, Q4_1, Q5_0, Q5_1
+// and IQ4_NL, per 32-element block b one record of the file's size (16 x 18, 20, 22, 24, 18
+// bytes: kB32GroupBlockBytes in gemm_kernels.h):
+//   qs[4][16][4]: byte (k, r, j) = the file's qs[4k + j] of row r: the 4-bit codes of elements
+//                 4k + j (low nibble) and 16 + 4k + j (high nibble);
+//   qh[16][4]:    (Q5_0, Q5_1) byte (r, j) holds the 5th bits of row r's elements 4k + j at bit
+//                 k (k = 0..7), which a shift and a mask put over the nibble;
+//   d[16], then m[16] (Q4_1, Q5_1): binary16, as in the file.
+// The u8 VPDPBUSD operand is the code (Q4_0: w = code - 8, Q5_0: code - 16, Q4_1 / Q5_1: d code
+// + m) or, for IQ4_NL, kValuesIQ4NL[code] + 128 (a VPSHUFB). Activations are Q8_0's BlockQ8A
+// blocks (the matvec's). Per block: S = sum of u8 x q_x - offset x sum q_x (offset 8, 16, 128,
+// or 0 for Q4_1 / Q5_1), an exact integer, then acc = fma(d_w d_x, float(S), acc) and, for Q4_1
+// and Q5_1, acc = fma(m_w, s_x, acc) with s_x the block's d x sum of codes, at every level.
+// Against quant_dot.h's matvec of the same matrix: float rounding only (<= 1e-6 of sum |w x|).
+//
+// Types: Q8_0, Q4_K, and Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL at avx512. Others (Q2_K,
+// Q3_K, IQ4_XS; at avx2 and below the avx512-only ones) are not packable (gemm_packable()
+// false): quant_dot.h computes them.
 #pragma once
 
 #include <cstddef>
@@ -91,9 +107,11 @@ inline constexpr int kQ5_KGroupBlockBytes = kQ4_KGroupBlockBytes + kGemmGroupRow
 inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);        // 3360
 
 /// True when `type` has a repacked layout and a GEMM at the SIMD level in use: Q8_0 and Q4_K at
-/// every level, Q5_K and Q6_K where the level has their tiles (avx512; elsewhere quant_dot.h's
-/// kernels are faster than a portable tile). A matrix packed at one level still computes after
-/// set_simd_level() changes it (the portable tile, the same results).
+/// every level, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL where the level has their tiles
+/// (avx512; elsewhere quant_dot.h's kernels run: they are faster than a portable tile, and AVX2
+/// tiles measured no gain for Q5_K and Q6_K and are not written for the others). A matrix packed at
+/// one level still computes after set_simd_level() changes it (the portable tile, the same
+/// results).
 bool gemm_packable(GgmlType type);
 
 /// One repacked weight matrix (the layout above), 64-byte aligned, immutable once made.

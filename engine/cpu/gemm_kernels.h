@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "engine/cpu/kernels.h"
+#include "engine/gguf/ggml_types.h"
 
 namespace spw::cpu {
 
@@ -45,6 +46,28 @@ inline constexpr int kQ8KTileBlockBytes = 2048 + 128 + 32;  // 2208
 using GemmTile8Fn = void (*)(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y,
                              int64_t y_stride, int nr);
 
+/// The 32-element block types with a repacked layout (gemm.h's "32-element blocks"): their slot
+/// in GemmKernels::b32 / b32_tile8, or -1.
+inline constexpr int kB32Types = 5;
+constexpr int b32_slot(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return 0;
+    case GgmlType::Q4_1:
+      return 1;
+    case GgmlType::Q5_0:
+      return 2;
+    case GgmlType::Q5_1:
+      return 3;
+    case GgmlType::IQ4_NL:
+      return 4;
+    default:
+      return -1;
+  }
+}
+/// A slot's record bytes per 32-element block of 16 rows: the file's block size x 16.
+inline constexpr int kB32GroupBlockBytes[kB32Types] = {288, 320, 352, 384, 288};
+
 struct GemmKernels {
   GemmTileFn q8_0;
   GemmTileKFn q4_k;
@@ -63,6 +86,11 @@ struct GemmKernels {
   // level has no Q5_K tiles (Q5_K matrices are then not repacked: gemm_packable).
   GemmTileFn q5_k = nullptr;
   GemmTile8Fn q5_k_tile8 = nullptr;  // full 8-token Q5_K tiles, or null
+  // The 32-element block types by b32_slot() over BlockQ8A activations (1..4 tokens a call, the
+  // comp argument holding each block's halves pair), and their full 8-token tiles; null where
+  // the level has none (those types are then not repacked: gemm_packable).
+  GemmTileFn b32[kB32Types] = {};
+  GemmTile8Fn b32_tile8[kB32Types] = {};
 };
 
 // Internal linkage (unnamed namespace): a definition that each including unit compiles with its

@@ -1,12 +1,13 @@
 // gemm_bench: the int8 GEMM on repacked weights (engine/cpu/gemm.h) alone, for the matrix shapes
 // of the 250M benchmark model, against the int8 dot-product probe. A tool, not a test.
 //
-//   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K|Q5_K|Q6_K]
-//              [--level scalar|avx2|avx512] [--matmul]
+//   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K|Q5_K|Q6_K|Q4_0|Q4_1|
+//              Q5_0|Q5_1|IQ4_NL] [--level scalar|avx2|avx512] [--matmul]
 //
-// --level runs another SIMD level than the CPU's best (Q5_K and Q6_K are packed only where the
-// level has their tiles: elsewhere the portable tile runs); --matmul times quant_dot.h's matmul
-// of the file's blocks (the path of a matrix that is not repacked) instead of the GEMM.
+// --level runs another SIMD level than the CPU's best (types other than Q8_0 and Q4_K are
+// packed only where the level has their tiles: elsewhere the portable tile runs); --matmul times
+// quant_dot.h's matmul of the file's blocks (the path of a matrix that is not repacked) instead of
+// the GEMM.
 //
 // GOP/s counts 2 x n_in x n_out x tokens (one multiply-add = 2 operations), as the probe and
 // `bench`'s pp_gflops_per_s do; the activations' quantization is inside the timed call.
@@ -38,6 +39,8 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The types with a repacked layout (at some SIMD level).
+  const std::string kTypes = "|Q8_0|Q4_K|Q5_K|Q6_K|Q4_0|Q4_1|Q5_0|Q5_1|IQ4_NL|";
   int64_t tokens = 512;
   int threads = 2;
   double seconds = 1.0;
@@ -66,15 +69,15 @@ int main(int argc, char** argv) {
       threads = std::stoi(v);
     } else if (a == "--seconds") {
       seconds = std::stod(v);
-    } else if (a == "--type" && (v == "Q8_0" || v == "Q4_K" || v == "Q5_K" || v == "Q6_K")) {
-      type = v == "Q8_0"   ? spw::GgmlType::Q8_0
-             : v == "Q4_K" ? spw::GgmlType::Q4_K
-             : v == "Q5_K" ? spw::GgmlType::Q5_K
-                           : spw::GgmlType::Q6_K;
+    } else if (a == "--type" && kTypes.find("|" + v + "|") != std::string::npos) {
+      for (uint32_t t = 0; t < 64; ++t) {
+        if (spw::type_name(t) == v) type = static_cast<spw::GgmlType>(t);
+      }
     } else {
       std::fprintf(stderr,
                    "usage: gemm_bench [--tokens N] [--threads N] [--seconds S] "
-                   "[--type Q8_0|Q4_K|Q5_K|Q6_K] [--level scalar|avx2|avx512] [--matmul]\n");
+                   "[--type %s] [--level scalar|avx2|avx512] [--matmul]\n",
+                   kTypes.substr(1, kTypes.size() - 2).c_str());
       return 2;
     }
   }

@@ -43,16 +43,18 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, u
   std::uniform_real_distribution<float> d(0.001f, 0.02f);
   std::vector<uint8_t> bytes(row_size(type, n_in) * static_cast<size_t>(n_out));
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  const size_t bsz = type == GgmlType::Q4_K   ? sizeof(BlockQ4_K)
-                     : type == GgmlType::Q5_K ? sizeof(BlockQ5_K)
-                     : type == GgmlType::Q6_K ? sizeof(BlockQ6_K)
-                                              : sizeof(BlockQ8_0);
+  const size_t bsz = row_size(type, type_traits(static_cast<uint32_t>(type))->block_size);
   const size_t d_at = type == GgmlType::Q6_K ? offsetof(BlockQ6_K, d) : 0;
+  // A second binary16 at byte 2: Q4_K's and Q5_K's dmin, Q4_1's and Q5_1's m (either sign).
+  const bool second = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q4_1 ||
+                      type == GgmlType::Q5_1;
   for (size_t off = 0; off < bytes.size(); off += bsz) {
-    const uint16_t h = fp32_to_fp16(d(rng)), hm = fp32_to_fp16(d(rng));
+    const uint16_t h = fp32_to_fp16(d(rng));
+    const float m = d(rng);
+    const uint16_t hm = fp32_to_fp16(
+        type == GgmlType::Q4_1 || type == GgmlType::Q5_1 ? (rng() % 2 != 0 ? -8 * m : 4 * m) : m);
     std::memcpy(bytes.data() + off + d_at, &h, 2);
-    if (type == GgmlType::Q4_K || type == GgmlType::Q5_K)
-      std::memcpy(bytes.data() + off + 2, &hm, 2);
+    if (second) std::memcpy(bytes.data() + off + 2, &hm, 2);
   }
   return bytes;
 }
@@ -66,15 +68,22 @@ struct Case {
 // 64-token block; 1-token decode; row lengths of 1 block up to 88 (n_ff 2816).
 // The K-quants: 1 to 11 super-blocks.
 constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K, Q5K = GgmlType::Q5_K,
-                   Q6K = GgmlType::Q6_K;
+                   Q6K = GgmlType::Q6_K, Q40 = GgmlType::Q4_0, Q41 = GgmlType::Q4_1,
+                   Q50 = GgmlType::Q5_0, Q51 = GgmlType::Q5_1, IQ4NL = GgmlType::IQ4_NL;
+// The 32-element block types with BlockQ8A activations, as the matvec's (gemm.h).
+bool b32_type(GgmlType t) { return t == Q40 || t == Q41 || t == Q50 || t == Q51 || t == IQ4NL; }
 const Case kCases[] = {
-    {Q8, 32, 1, 1},      {Q8, 32, 15, 3},     {Q8, 96, 16, 8},    {Q8, 224, 17, 9},
-    {Q8, 224, 33, 13},   {Q8, 1024, 50, 1},   {Q8, 1024, 64, 67}, {Q8, 2816, 31, 5},
-    {Q8, 256, 200, 130}, {Q4K, 256, 1, 1},    {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
-    {Q4K, 1024, 33, 9},  {Q4K, 2816, 16, 4},  {Q4K, 768, 70, 67}, {Q5K, 256, 1, 1},
-    {Q5K, 512, 17, 9},   {Q5K, 1024, 33, 13}, {Q5K, 2816, 16, 3}, {Q5K, 768, 70, 67},
-    {Q6K, 256, 1, 1},    {Q6K, 256, 15, 3},   {Q6K, 512, 17, 9},  {Q6K, 1024, 33, 13},
-    {Q6K, 2816, 16, 8},  {Q6K, 768, 70, 67}};
+    {Q8, 32, 1, 1},       {Q8, 32, 15, 3},     {Q8, 96, 16, 8},    {Q8, 224, 17, 9},
+    {Q8, 224, 33, 13},    {Q8, 1024, 50, 1},   {Q8, 1024, 64, 67}, {Q8, 2816, 31, 5},
+    {Q8, 256, 200, 130},  {Q4K, 256, 1, 1},    {Q4K, 256, 15, 3},  {Q4K, 512, 17, 5},
+    {Q4K, 1024, 33, 9},   {Q4K, 2816, 16, 4},  {Q4K, 768, 70, 67}, {Q5K, 256, 1, 1},
+    {Q5K, 512, 17, 9},    {Q5K, 1024, 33, 13}, {Q5K, 2816, 16, 3}, {Q5K, 768, 70, 67},
+    {Q6K, 256, 1, 1},     {Q6K, 256, 15, 3},   {Q6K, 512, 17, 9},  {Q6K, 1024, 33, 13},
+    {Q6K, 2816, 16, 8},   {Q6K, 768, 70, 67},  {Q40, 32, 1, 1},    {Q40, 96, 17, 9},
+    {Q40, 1024, 33, 13},  {Q40, 2816, 16, 3},  {Q41, 32, 15, 2},   {Q41, 224, 33, 67},
+    {Q41, 1024, 16, 8},   {Q50, 32, 1, 1},     {Q50, 224, 17, 9},  {Q50, 2816, 33, 13},
+    {Q51, 64, 15, 3},     {Q51, 1024, 70, 67}, {IQ4NL, 32, 1, 1},  {IQ4NL, 224, 17, 9},
+    {IQ4NL, 1024, 33, 67}};
 
 // Per element: sum_i |w_i x_i| with dequantized weights and unquantized activations.
 double abs_dot(const std::vector<float>& wd, const float* x, int64_t n_in, int64_t r) {
@@ -138,7 +147,7 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
           // <= 1e-6 of sum |w x|.
           ASSERT_LE(std::fabs(got - want) / abs, 1e-6) << "token " << t << " row " << r;
           const double mv = y[static_cast<size_t>(r)];
-          if (c.type == Q8) {  // matvec takes the same BlockQ8A codes
+          if (c.type == Q8 || b32_type(c.type)) {  // matvec takes the same BlockQ8A codes
             ASSERT_LE(std::fabs(got - mv) / abs, 1e-6)
                 << "token " << t << " row " << r << ": gemm " << got << " matvec " << mv;
           }
@@ -149,8 +158,11 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
       // Q4_K's matvec rounds the activations with a scale per 32 elements (BlockQ8K), its GEMM
       // with one per 256: the two differ by that rounding, measured NMSE <= 1.2e-4. Q5_K's and
       // Q6_K's GEMM take a scale per 32 consecutive elements (BlockQ8A), their matvec per 32
-      // strided ones (kernels.h): measured 1.6e-5 to 6.8e-5. Q8_0's by float rounding only.
-      EXPECT_LE(num / den, c.type == Q8 ? 1e-11 : c.type == Q4K ? 4e-4 : 1.5e-4);
+      // strided ones (kernels.h): measured 1.6e-5 to 6.8e-5. Q8_0's and the 32-element block
+      // types' by float rounding only.
+      EXPECT_LE(num / den, c.type == Q8 || b32_type(c.type) ? 1e-11
+                           : c.type == Q4K                  ? 4e-4
+                                                            : 1.5e-4);
       // Every level runs the same float steps: bit-identical to the first level's result.
       if (first.empty()) {
         first = Y;
@@ -163,7 +175,7 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
 
 TEST(CpuGemm, MatchesFloat64) {
   ThreadPool pool(2);
-  for (GgmlType type : {Q8, Q4K, Q5K, Q6K}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL}) {
     SCOPED_TRACE(type_name(static_cast<uint32_t>(type)));
     const int64_t n_in = 1024, n_out = 77, n_tokens = 21;
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 3);
@@ -223,7 +235,7 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   const int64_t n_in = 768, n_out = 301, n_tokens = 75;
   std::mt19937 rng(6);
   const std::vector<float> X = gaussian(rng, n_tokens * n_in);
-  for (GgmlType type : {Q8, Q4K, Q5K, Q6K}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL}) {
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
     for (SimdLevel level : test::supported_simd_levels()) {
       test::SimdLevelScope scope(level);
@@ -318,13 +330,17 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   EXPECT_EQ(p, b->get(q, pool));  // made once
   EXPECT_EQ(p->n_in, q.ne[0]);
   EXPECT_EQ(p->n_out, q.ne[1]);
-  // Q5_K and Q6_K are packed where the SIMD level has their tiles (avx512) only.
+  // Q5_K, Q6_K and the 32-element block types are packed where the SIMD level has their tiles
+  // (avx512) only.
   for (SimdLevel level : test::supported_simd_levels()) {
     test::SimdLevelScope scope(level);
-    EXPECT_EQ(gemm_packable(GgmlType::Q6_K), level == SimdLevel::Avx512) << simd_level_name(level);
-    EXPECT_EQ(gemm_packable(GgmlType::Q5_K), level == SimdLevel::Avx512) << simd_level_name(level);
+    for (GgmlType t : {Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL}) {
+      EXPECT_EQ(gemm_packable(t), level == SimdLevel::Avx512)
+          << simd_level_name(level) << " " << type_name(static_cast<uint32_t>(t));
+    }
     EXPECT_TRUE(gemm_packable(GgmlType::Q8_0) && gemm_packable(GgmlType::Q4_K));
-    EXPECT_FALSE(gemm_packable(GgmlType::Q4_0) || gemm_packable(GgmlType::F16));
+    EXPECT_FALSE(gemm_packable(GgmlType::Q2_K) || gemm_packable(GgmlType::Q3_K) ||
+                 gemm_packable(GgmlType::IQ4_XS) || gemm_packable(GgmlType::F16));
   }
   // Not one of the matrices (the F32 embeddings, a norm vector): no packed form.
   EXPECT_EQ(a->get(*model.token_embd, pool), nullptr);
