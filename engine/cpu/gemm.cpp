@@ -154,54 +154,18 @@ void q5_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, co
   }
 }
 
-// The 32-element block types (slot S of b32_slot()): the code of element e of row r, as the
-// u8 the VPDPBUSD operand holds (IQ4_NL: its value + 128), and the offset it carries.
-template <int S>
-void b32_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
-                float* y, int64_t ys, int nr, int nt) {
-  constexpr bool kQh = S == 2 || S == 3, kMin = S == 1 || S == 3, kTable = S == 4;
-  constexpr int kOffset = S == 0 ? 8 : S == 2 ? 16 : S == 4 ? 128 : 0;
-  constexpr int kD = kQh ? 320 : 256;
-  for (int t = 0; t < nt; ++t) {
-    for (int r = 0; r < nr; ++r) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* wb = w + b * kB32GroupBlockBytes[S];
-        const BlockQ8A& xb = x[t * xs + b];
-        int16_t neg[2];
-        std::memcpy(neg, halves + t * xs + b, sizeof neg);
-        int32_t sum = kOffset * (neg[0] + neg[1]);
-        for (int e = 0; e < 32; ++e) {
-          const uint8_t byte = wb[64 * ((e % 16) / 4) + 4 * r + e % 4];
-          int q = e < 16 ? byte & 0x0F : byte >> 4;
-          if (kQh) q |= ((wb[256 + 4 * r + e % 4] >> (e / 4)) & 1) << 4;
-          if (kTable) q = kValuesIQ4NL[q] + 128;
-          sum += q * xb.qs[e];
-        }
-        uint16_t hd;
-        std::memcpy(&hd, wb + kD + 2 * r, sizeof hd);
-        acc = std::fma(fp16_to_fp32(hd) * xb.d, static_cast<float>(sum), acc);
-        if (kMin) {
-          uint16_t hm;
-          std::memcpy(&hm, wb + kD + 32 + 2 * r, sizeof hm);
-          acc = std::fma(fp16_to_fp32(hm), xb.s, acc);
-        }
-      }
-      y[t * ys + r] = acc;
-    }
-  }
-}
-
-const GemmKernels kScalar{
-    .q8_0 = &q8_0_scalar,
-    .q4_k = &q4_k_scalar,
-    .max_tokens_k = 4,
-    .max_tokens = 4,
-    .uses_comp = false,
-    .q6_k = &q6_k_scalar,
-    .max_tokens_6 = 4,
-    .q5_k = &q5_k_scalar,
-    .b32 = {&b32_scalar<0>, &b32_scalar<1>, &b32_scalar<2>, &b32_scalar<3>, &b32_scalar<4>}};
+const GemmKernels kScalar = [] {
+  GemmKernels k{.q8_0 = &q8_0_scalar,
+                .q4_k = &q4_k_scalar,
+                .max_tokens_k = 4,
+                .max_tokens = 4,
+                .uses_comp = false,
+                .q6_k = &q6_k_scalar,
+                .max_tokens_6 = 4,
+                .q5_k = &q5_k_scalar};
+  add_low_bit_tiles_scalar(k);
+  return k;
+}();
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j.
 void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
@@ -270,38 +234,6 @@ void pack_q45_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int6
       }
       std::memcpy(out + 2304 + 2 * r, &blk.d, sizeof blk.d);
       std::memcpy(out + 2336 + 2 * r, &blk.dmin, sizeof blk.dmin);
-    }
-  }
-}
-
-// The 32-element block types: per block, the file's 16 code bytes of each row as 4-byte words
-// (plane k holds elements 4k .. 4k + 3 in the low nibbles, 16 + 4k .. in the high ones), the 5th
-// bits (Q5_0, Q5_1: bit e of the file's qh is element e's) regrouped so that bit k of byte
-// (r, j) is element 4k + j's, then d and m.
-template <typename Block>
-void pack_b32_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
-                    uint8_t* gd, int record_bytes) {
-  constexpr bool kQh = requires(Block blk) { blk.qh; };
-  constexpr bool kMin = requires(Block blk) { blk.m; };
-  constexpr int kD = kQh ? 320 : 256;
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * record_bytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      Block blk{};  // the padding rows: d = m = 0, codes 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(Block), sizeof blk);
-      for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 4 * r, blk.qs + 4 * k, 4);
-      if constexpr (kQh) {
-        uint32_t qh;
-        std::memcpy(&qh, blk.qh, sizeof qh);
-        for (int j = 0; j < 4; ++j) {
-          uint32_t v = 0;
-          for (int k = 0; k < 8; ++k) v |= ((qh >> (4 * k + j)) & 1u) << k;
-          out[256 + 4 * r + j] = static_cast<uint8_t>(v);
-        }
-      }
-      std::memcpy(out + kD + 2 * r, &blk.d, sizeof blk.d);
-      if constexpr (kMin) std::memcpy(out + kD + 32 + 2 * r, &blk.m, sizeof blk.m);
     }
   }
 }
@@ -431,6 +363,7 @@ void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 bool gemm_packable(GgmlType type) {
   if (const int slot = b32_slot(type); slot >= 0)
     return active_kernels().b32_tile8[slot] != nullptr;
+  if (type == GgmlType::IQ4_XS) return active_kernels().iq4_xs_tile8 != nullptr;
   if (type == GgmlType::Q6_K) return active_kernels().q6_k_tile8 != nullptr;
   if (type == GgmlType::Q5_K) return active_kernels().q5_k_tile8 != nullptr;
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
@@ -440,11 +373,12 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
                          ThreadPool& pool,
                          const std::function<void(const uint8_t*, size_t)>& release) {
   const int slot = b32_slot(type);
+  const bool xs = type == GgmlType::IQ4_XS, low_bit = slot >= 0 || xs;
   assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K ||
-          type == GgmlType::Q6_K || slot >= 0) &&
+          type == GgmlType::Q6_K || low_bit) &&
          n_out >= 1);
   const bool k4 = type == GgmlType::Q4_K, k5 = type == GgmlType::Q5_K, k6 = type == GgmlType::Q6_K;
-  const int64_t qk = k4 || k5 || k6 ? kQK_K : 32;
+  const int64_t qk = k4 || k5 || k6 || xs ? kQK_K : 32;
   assert(n_in % qk == 0);
   PackedMatrix p;
   p.type = type;
@@ -455,6 +389,7 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   p.group_bytes = static_cast<size_t>(nb) * (k4          ? kQ4_KGroupBlockBytes
                                              : k5        ? kQ5_KGroupBlockBytes
                                              : k6        ? kQ6_KGroupBlockBytes
+                                             : xs        ? kIQ4_XSGroupBlockBytes
                                              : slot >= 0 ? kB32GroupBlockBytes[slot]
                                                          : kQ8_0GroupBlockBytes);
   // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
@@ -487,25 +422,8 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
           pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
         } else if (k6) {
           pack_q6_k_group(src, rs, g, nb, n_out, gd);
-        } else if (slot >= 0) {
-          const int rb = kB32GroupBlockBytes[slot];
-          switch (type) {
-            case GgmlType::Q4_0:
-              pack_b32_group<BlockQ4_0>(src, rs, g, nb, n_out, gd, rb);
-              break;
-            case GgmlType::Q4_1:
-              pack_b32_group<BlockQ4_1>(src, rs, g, nb, n_out, gd, rb);
-              break;
-            case GgmlType::Q5_0:
-              pack_b32_group<BlockQ5_0>(src, rs, g, nb, n_out, gd, rb);
-              break;
-            case GgmlType::Q5_1:
-              pack_b32_group<BlockQ5_1>(src, rs, g, nb, n_out, gd, rb);
-              break;
-            default:
-              pack_b32_group<BlockIQ4_NL>(src, rs, g, nb, n_out, gd, rb);
-              break;
-          }
+        } else if (low_bit) {
+          pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
         } else {
           pack_q8_0_group(src, rs, g, nb, n_out, gd);
         }
@@ -530,18 +448,20 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   const bool k4 = W.type == GgmlType::Q4_K;  // BlockQ8K256 activations; the others BlockQ8A
   const bool k5 = W.type == GgmlType::Q5_K, k6 = W.type == GgmlType::Q6_K;
   const int slot = b32_slot(W.type);  // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
+  const bool xs = W.type == GgmlType::IQ4_XS;
   const int64_t n_in = W.n_in, n_out = W.n_out;
-  const int64_t nb = n_in / (k4 || k5 || k6 ? kQK_K : 32);  // weight blocks per row
-  const int64_t nx = n_in / (k4 ? kQK_K : 32);              // activation blocks per row
-  // The tiles of the types packed at some levels only (Q5_K, Q6_K, the 32-element blocks): the
-  // level's own, or for a matrix packed at a level with them and used after a change of level,
-  // the portable ones (the same results).
+  const int64_t nb = n_in / (k4 || k5 || k6 || xs ? kQK_K : 32);  // weight blocks per row
+  const int64_t nx = n_in / (k4 ? kQK_K : 32);                    // activation blocks per row
+  // The tiles of the types packed at some levels only (all but Q8_0 and Q4_K): the level's own,
+  // or for a matrix packed at a level with them and used after a change of level, the portable
+  // ones (the same results).
   const GemmKernels& k56 = (k6 && k.q6_k == nullptr) || (k5 && k.q5_k == nullptr) ||
-                                   (slot >= 0 && k.b32[slot] == nullptr)
+                                   (slot >= 0 && k.b32[slot] == nullptr) ||
+                                   (xs && k.iq4_xs == nullptr)
                                ? kScalar
                                : k;
   const auto n_blocks = static_cast<size_t>(n_tokens * nx);
-  const int T = k4 ? k.max_tokens_k : k5 || k6 || slot >= 0 ? k56.max_tokens_6 : k.max_tokens;
+  const int T = k4 ? k.max_tokens_k : k5 || k6 || slot >= 0 || xs ? k56.max_tokens_6 : k.max_tokens;
   // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
@@ -552,6 +472,7 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   const GemmTile8Fn tile8 = k6          ? k56.q6_k_tile8
                             : k5        ? k56.q5_k_tile8
                             : slot >= 0 ? k56.b32_tile8[slot]
+                            : xs        ? k56.iq4_xs_tile8
                             : k4        ? k.q4_k_tile8
                                         : k.q8_0_tile8;
   const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
@@ -629,6 +550,8 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
             k56.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else if (k5) {
             k56.q5_k(wg, nb, xap + t * nx, nx, nullptr, yg + t * n_out, n_out, nr, nt);
+          } else if (xs) {
+            k56.iq4_xs(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else if (slot >= 0) {
             k56.b32[slot](wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else {

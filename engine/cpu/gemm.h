@@ -84,9 +84,19 @@
 // and Q5_1, acc = fma(m_w, s_x, acc) with s_x the block's d x sum of codes, at every level.
 // Against quant_dot.h's matvec of the same matrix: float rounding only (<= 1e-6 of sum |w x|).
 //
-// Types: Q8_0, Q4_K, and Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL at avx512. Others (Q2_K,
-// Q3_K, IQ4_XS; at avx2 and below the avx512-only ones) are not packable (gemm_packable()
-// false): quant_dot.h computes them.
+// IQ4_XS (where the SIMD level has its tiles: avx512): per 256-element super-block b, one record
+// of kIQ4_XSGroupBlockBytes = 2208 bytes (the file's 136 per row + 2):
+//   qs[8][4][16][4]: sub-block j's planes as IQ4_NL's block record (byte (j, k, r, i) = the
+//                    file's qs[16j + 4k + i] of row r);
+//   sc[8][16]:       the 6-bit sub-block scales minus 32 (int8), sub-block major;
+//   d[16]:           binary16, as in the file.
+// Activations are BlockQ8A, one per sub-block j. Per sub-block: S_j as IQ4_NL's, I_j = sc_j S_j
+// exact (|I_j| < 2^24), then acc = fma(d_w d_x[j], float(I_j), acc), at every level. quant_dot.h's
+// matvec takes the same BlockQ8A codes: the two differ by float rounding only.
+//
+// Types: Q8_0, Q4_K, and Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS at avx512. Others
+// (Q2_K, Q3_K; at avx2 and below the avx512-only ones) are not packable (gemm_packable() false):
+// quant_dot.h computes them.
 #pragma once
 
 #include <cstddef>
@@ -105,13 +115,14 @@ inline constexpr int kQ8_0GroupBlockBytes = kGemmGroupRows * 32 + kGemmGroupRows
 inline constexpr int kQ4_KGroupBlockBytes = kGemmGroupRows * (128 + 8 + 8 + 4);          // 2368
 inline constexpr int kQ5_KGroupBlockBytes = kQ4_KGroupBlockBytes + kGemmGroupRows * 32;  // 2880
 inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);        // 3360
+inline constexpr int kIQ4_XSGroupBlockBytes = kGemmGroupRows * (128 + 8 + 2);            // 2208
 
 /// True when `type` has a repacked layout and a GEMM at the SIMD level in use: Q8_0 and Q4_K at
-/// every level, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL where the level has their tiles
-/// (avx512; elsewhere quant_dot.h's kernels run: they are faster than a portable tile, and AVX2
-/// tiles measured no gain for Q5_K and Q6_K and are not written for the others). A matrix packed at
-/// one level still computes after set_simd_level() changes it (the portable tile, the same
-/// results).
+/// every level, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS where the level has their
+/// tiles (avx512; elsewhere quant_dot.h's kernels run: they are faster than a portable tile, and
+/// AVX2 tiles measured no gain for Q5_K and Q6_K and are not written for the others). A matrix
+/// packed at one level still computes after set_simd_level() changes it (the portable tile, the
+/// same results).
 bool gemm_packable(GgmlType type);
 
 /// One repacked weight matrix (the layout above), 64-byte aligned, immutable once made.

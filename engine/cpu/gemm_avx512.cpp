@@ -12,30 +12,11 @@
 #include <utility>
 
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/gemm_avx512_tile.h"
 #include "engine/cpu/gemm_kernels.h"
 
 namespace spw::cpu {
 namespace {
-
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// Rows r < nr (1..16) of T tokens' accumulators to y[t * ys + r].
-template <int T>
-inline void store_tile(const __m512 (&acc)[T], float* y, int64_t ys, int nr) {
-  const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
-}
-
-// The 1-token tiles stream their weights: the record two super-blocks ahead into L1.
-template <int kRecordBytes>
-inline void prefetch_record_ahead(const uint8_t* wb) {
-  for (int l = 0; l < kRecordBytes; l += 256)
-    _mm_prefetch(reinterpret_cast<const char*>(wb + 2 * kRecordBytes + l), _MM_HINT_T0);
-}
 
 template <int T>
 void q8_0_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* comp,
@@ -78,16 +59,6 @@ void q8_0(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int
 // same integer sums and float steps as q8_0_tile<8>, with every activation operand a 32-bit
 // embedded broadcast of one base pointer (no separate broadcast instructions, one address
 // register) and the block's compensations and scales beside its codes.
-#define SPW_DPBUSD_BCAST(acc, wv, ptr) \
-  __asm__("vpdpbusd %[x]%{1to16%}, %[w], %[s]" : [s] "+v"(acc) : [w] "v"(wv), [x] "m"(*(ptr)))
-
-// s[t] += VPDPBUSD(op, token t's 4 codes at q[t]) for the 8 tokens of a packed tile.
-__attribute__((always_inline)) inline void dpbusd_tile8(__m512i (&s)[8], __m512i op,
-                                                        const int32_t* q) {
-#pragma GCC unroll 8
-  for (int t = 0; t < 8; ++t) SPW_DPBUSD_BCAST(s[t], op, q + t);
-}
-
 void q8_0_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
   // The accumulators are named, not an array: as an array GCC 12 keeps them on the stack,
   // stored and reloaded every block (3-4 % slower in gemm_bench).
@@ -120,8 +91,6 @@ void q8_0_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
   const __m512 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
   store_tile(a, y, ys, nr);
 }
-#define SPW_DPWSSD_BCAST(acc, wv, ptr) \
-  __asm__("vpdpwssd %[x]%{1to16%}, %[w], %[s]" : [s] "+v"(acc) : [w] "v"(wv), [x] "m"(*(ptr)))
 
 // Q4_K over a packed 8-token activation tile (kQ8KTileBlockBytes): per super-block, sub-block by
 // sub-block, the 8 tokens' sums S_j (VPDPBUSD of the nibbles, one weight operand for 8 tokens)
@@ -170,10 +139,10 @@ void q4_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
 #pragma GCC unroll 8
     for (int t = 0; t < 8; ++t) {
       __m512i msum = _mm512_setzero_si512();
-      SPW_DPWSSD_BCAST(msum, mv[0], bsp + t);
-      SPW_DPWSSD_BCAST(msum, mv[1], bsp + 8 + t);
-      SPW_DPWSSD_BCAST(msum, mv[2], bsp + 16 + t);
-      SPW_DPWSSD_BCAST(msum, mv[3], bsp + 24 + t);
+      dpwssd_bcast(msum, mv[0], bsp + t);
+      dpwssd_bcast(msum, mv[1], bsp + 8 + t);
+      dpwssd_bcast(msum, mv[2], bsp + 16 + t);
+      dpwssd_bcast(msum, mv[3], bsp + 24 + t);
       const __m512 x = _mm512_set1_ps(dx[t]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, x), _mm512_cvtepi32_ps(isum[t]), acc[t]);
       acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, x), _mm512_cvtepi32_ps(msum), acc[t]);
@@ -239,7 +208,7 @@ inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512*
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) {
     i[t] = _mm512_add_epi32(i[t], _mm512_mullo_epi32(s[t], sc1));
-    SPW_DPWSSD_BCAST(i[t], p32, xq + 80 + t);
+    dpwssd_bcast(i[t], p32, xq + 80 + t);
     acc[t] =
         _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t])), _mm512_cvtepi32_ps(i[t]), acc[t]);
   }
@@ -335,89 +304,6 @@ void q5_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
   }
   store_tile(acc, y, ys, nr);
 }
-// The 32-element block types (gemm.h's "32-element blocks"), slot S of b32_slot(): what the
-// record holds and the offset of the codes.
-template <int S>
-struct B32 {
-  static constexpr bool kQh = S == 2 || S == 3;   // Q5_0, Q5_1: a 5th-bit plane at 256
-  static constexpr bool kMin = S == 1 || S == 3;  // Q4_1, Q5_1: m after d
-  static constexpr bool kTable = S == 4;          // IQ4_NL: the code indexes kValuesIQ4NL
-  static constexpr int kOffset = S == 0 ? 8 : S == 2 ? 16 : S == 4 ? 128 : 0;  // w = u8 - offset
-  static constexpr int kBytes = kB32GroupBlockBytes[S];
-  static constexpr int kD = kQh ? 320 : 256;
-};
-
-// Slot S's u8 operand of elements 4k .. 4k + 3 (k = 0..7) of 16 rows: the nibble of plane k % 4
-// (low for k < 4), under bit k of the qh plane (Q5_0, Q5_1), or looked up as value + 128
-// (IQ4_NL: VPSHUFB of the 16 values).
-template <int S, int K>
-inline __m512i b32_operand(const uint8_t* wb, __m512i table) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i wv = _mm512_loadu_si512(wb + 64 * (K % 4));
-  const __m512i nib =
-      K < 4 ? _mm512_and_si512(wv, m4) : _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
-  if constexpr (B32<S>::kTable) return _mm512_shuffle_epi8(table, nib);
-  if constexpr (!B32<S>::kQh) return nib;
-  const __m512i h = _mm512_loadu_si512(wb + 256);
-  const __m512i sh = K < 4 ? _mm512_slli_epi16(h, 4 - K) : K == 4 ? h : _mm512_srli_epi16(h, K - 4);
-  return _mm512_ternarylogic_epi32(sh, _mm512_set1_epi8(0x10), nib, 0xEA);  // (sh & 0x10) | nib
-}
-
-// IQ4_NL's VPSHUFB table: kValuesIQ4NL[i] + 128 in byte i of each 128-bit lane.
-inline __m512i b32_table() {
-  alignas(16) uint8_t v[16];
-  for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kValuesIQ4NL[i] + 128);
-  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
-}
-
-// Slot S over packed 8-token BlockQ8A tiles (kQ8ATileBlockBytes): per block, S_t = -offset x
-// (the token's code sum, VPDPWSSD of (offset, offset) against its negated halves) + the
-// VPDPBUSDs of the 8 operands, exact; then acc = fma(d_w d_x, float(S), acc), and for Q4_1 /
-// Q5_1 acc = fma(m_w, s_x, acc).
-template <int S>
-void b32_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
-  using P = B32<S>;
-  const __m512i table = P::kTable ? b32_table() : _mm512_setzero_si512();
-  const __m512i off = _mm512_set1_epi32(P::kOffset * 0x10001);
-  __m512 acc[8];
-  for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = w + b * P::kBytes;
-    const auto* xq = reinterpret_cast<const int32_t*>(xp + b * kQ8ATileBlockBytes);
-    __m512i s[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      s[t] = _mm512_setzero_si512();
-      if constexpr (P::kOffset != 0) SPW_DPWSSD_BCAST(s[t], off, xq + 80 + t);
-    }
-    dpbusd_tile8(s, b32_operand<S, 0>(wb, table), xq);
-    dpbusd_tile8(s, b32_operand<S, 1>(wb, table), xq + 8);
-    dpbusd_tile8(s, b32_operand<S, 2>(wb, table), xq + 16);
-    dpbusd_tile8(s, b32_operand<S, 3>(wb, table), xq + 24);
-    dpbusd_tile8(s, b32_operand<S, 4>(wb, table), xq + 32);
-    dpbusd_tile8(s, b32_operand<S, 5>(wb, table), xq + 40);
-    dpbusd_tile8(s, b32_operand<S, 6>(wb, table), xq + 48);
-    dpbusd_tile8(s, b32_operand<S, 7>(wb, table), xq + 56);
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
-    const auto* dx = reinterpret_cast<const float*>(xq + 72);
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t])), _mm512_cvtepi32_ps(s[t]),
-                               acc[t]);
-    }
-    if constexpr (P::kMin) {
-      const __m512 mw =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD + 32)));
-      const auto* sx = reinterpret_cast<const float*>(xq + 88);
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[t]), acc[t]);
-    }
-  }
-  store_tile(acc, y, ys, nr);
-}
-#undef SPW_DPWSSD_BCAST
-#undef SPW_DPBUSD_BCAST
 
 // Q5_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
 // tile): the integers and float steps of q5_k_tile8p.
@@ -463,59 +349,6 @@ void q5_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int
   static constexpr decltype(&q5_k_tile<1>) kTiles[] = {&q5_k_tile<1>, &q5_k_tile<2>, &q5_k_tile<3>,
                                                        &q5_k_tile<4>};
   tile_for(kTiles, nt)(w, nb, x, xs, c, y, ys, nr);
-}
-
-// Slot S, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
-// tile): the integers and float steps of b32_tile8p.
-template <int S, int T>
-void b32_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
-              float* y, int64_t ys, int nr) {
-  using P = B32<S>;
-  const __m512i table = P::kTable ? b32_table() : _mm512_setzero_si512();
-  const __m512i off = _mm512_set1_epi32(P::kOffset * 0x10001);
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = w + b * P::kBytes;
-    if (T == 1) _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * P::kBytes), _MM_HINT_T0);
-    __m512i s[T];
-    for (int t = 0; t < T; ++t) {
-      s[t] = _mm512_setzero_si512();
-      if constexpr (P::kOffset != 0)
-        s[t] = _mm512_dpwssd_epi32(s[t], off, _mm512_set1_epi32(halves[t * xs + b]));
-    }
-    const auto op = [&]<int K>() {
-      const __m512i v = b32_operand<S, K>(wb, table);
-      for (int t = 0; t < T; ++t) {
-        const __m512i xv = _mm512_set1_epi32(load_i32(x[t * xs + b].qs + 4 * K));
-        s[t] = _mm512_dpbusd_epi32(s[t], v, xv);
-      }
-    };
-    [&]<int... K>(std::integer_sequence<int, K...>) { (op.template operator()<K>(), ...); }
-    (std::make_integer_sequence<int, 8>{});
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
-    for (int t = 0; t < T; ++t) {
-      const BlockQ8A& xb = x[t * xs + b];
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(s[t]),
-                               acc[t]);
-    }
-    if constexpr (P::kMin) {
-      const __m512 mw =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD + 32)));
-      for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x[t * xs + b].s), acc[t]);
-    }
-  }
-  store_tile(acc, y, ys, nr);
-}
-
-template <int S>
-void b32(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* h, float* y,
-         int64_t ys, int nr, int nt) {
-  static constexpr decltype(&b32_tile<S, 1>) kTiles[] = {&b32_tile<S, 1>, &b32_tile<S, 2>,
-                                                         &b32_tile<S, 3>, &b32_tile<S, 4>};
-  tile_for(kTiles, nt)(w, nb, x, xs, h, y, ys, nr);
 }
 
 // Q6_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
@@ -648,21 +481,22 @@ void q4_k(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs, const 
 }  // namespace
 
 const GemmKernels* gemm_kernels_avx512() {
-  static const GemmKernels k{.q8_0 = &q8_0,
-                             .q4_k = &q4_k,
-                             .max_tokens_k = 4,
-                             .max_tokens = 8,
-                             .uses_comp = true,
-                             .q8_0_tile8 = &q8_0_tile8p,
-                             .q4_k_tile8 = &q4_k_tile8p,
-                             .q6_k = &q6_k,
-                             .q6_k_tile8 = &q6_k_tile8p,
-                             .max_tokens_6 = 4,
-                             .q5_k = &q5_k,
-                             .q5_k_tile8 = &q5_k_tile8p,
-                             .b32 = {&b32<0>, &b32<1>, &b32<2>, &b32<3>, &b32<4>},
-                             .b32_tile8 = {&b32_tile8p<0>, &b32_tile8p<1>, &b32_tile8p<2>,
-                                           &b32_tile8p<3>, &b32_tile8p<4>}};
+  static const GemmKernels k = [] {
+    GemmKernels g{.q8_0 = &q8_0,
+                  .q4_k = &q4_k,
+                  .max_tokens_k = 4,
+                  .max_tokens = 8,
+                  .uses_comp = true,
+                  .q8_0_tile8 = &q8_0_tile8p,
+                  .q4_k_tile8 = &q4_k_tile8p,
+                  .q6_k = &q6_k,
+                  .q6_k_tile8 = &q6_k_tile8p,
+                  .max_tokens_6 = 4,
+                  .q5_k = &q5_k,
+                  .q5_k_tile8 = &q5_k_tile8p};
+    add_low_bit_tiles_avx512(g);
+    return g;
+  }();
   return &k;
 }
 

@@ -91,7 +91,22 @@ struct GemmKernels {
   // the level has none (those types are then not repacked: gemm_packable).
   GemmTileFn b32[kB32Types] = {};
   GemmTile8Fn b32_tile8[kB32Types] = {};
+  // IQ4_XS over nb super-blocks of BlockQ8A activations as q6_k (comp: the halves pairs), and
+  // its full 8-token tiles; null where the level has none.
+  GemmTileFn iq4_xs = nullptr;
+  GemmTile8Fn iq4_xs_tile8 = nullptr;
 };
+
+/// Fill k's b32 and iq4_xs entries: the portable tiles (gemm_low_bit.cpp), the AVX-512 ones
+/// (gemm_avx512_low_bit.cpp, built where gemm_kernels_avx512() is).
+void add_low_bit_tiles_scalar(GemmKernels& k);
+void add_low_bit_tiles_avx512(GemmKernels& k);
+
+/// Repacks row group g (rows 16 g .. 16 g + 15, those past n_out as zeros) of a 32-element block
+/// type or IQ4_XS matrix into gd (gemm.h's layouts): nb blocks (super-blocks for IQ4_XS) of rows
+/// of rs bytes at src.
+void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g, int64_t nb,
+                        int64_t n_out, uint8_t* gd);
 
 // Internal linkage (unnamed namespace): a definition that each including unit compiles with its
 // own flags, never one unit's AVX-512 code picked by the linker for another (kernels.h).

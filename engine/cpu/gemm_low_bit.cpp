@@ -1,0 +1,167 @@
+// The int8 GEMM's portable tiles and the repacking of the types whose 4-bit codes stand for
+// values by a rule other than the K-quants' scale and min: the 32-element block types (Q4_0,
+// Q4_1, Q5_0, Q5_1, IQ4_NL) and IQ4_XS (gemm.h has the layouts). The tiles compute what the
+// AVX-512 tiles (gemm_avx512_low_bit.cpp) compute, bit for bit (-ffp-contract=off).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/common/fp16.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/gemm_kernels.h"
+
+namespace spw::cpu {
+namespace {
+
+// The 32-element block types (slot S of b32_slot()): the code of element e of row r, as the
+// u8 the VPDPBUSD operand holds (IQ4_NL: its value + 128), and the offset it carries.
+template <int S>
+void b32_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
+                float* y, int64_t ys, int nr, int nt) {
+  constexpr bool kQh = S == 2 || S == 3, kMin = S == 1 || S == 3, kTable = S == 4;
+  constexpr int kOffset = S == 0 ? 8 : S == 2 ? 16 : S == 4 ? 128 : 0;
+  constexpr int kD = kQh ? 320 : 256;
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kB32GroupBlockBytes[S];
+        const BlockQ8A& xb = x[t * xs + b];
+        int16_t neg[2];
+        std::memcpy(neg, halves + t * xs + b, sizeof neg);
+        int32_t sum = kOffset * (neg[0] + neg[1]);
+        for (int e = 0; e < 32; ++e) {
+          const uint8_t byte = wb[64 * ((e % 16) / 4) + 4 * r + e % 4];
+          int q = e < 16 ? byte & 0x0F : byte >> 4;
+          if (kQh) q |= ((wb[256 + 4 * r + e % 4] >> (e / 4)) & 1) << 4;
+          if (kTable) q = kValuesIQ4NL[q] + 128;
+          sum += q * xb.qs[e];
+        }
+        uint16_t hd;
+        std::memcpy(&hd, wb + kD + 2 * r, sizeof hd);
+        acc = std::fma(fp16_to_fp32(hd) * xb.d, static_cast<float>(sum), acc);
+        if (kMin) {
+          uint16_t hm;
+          std::memcpy(&hm, wb + kD + 32 + 2 * r, sizeof hm);
+          acc = std::fma(fp16_to_fp32(hm), xb.s, acc);
+        }
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+// The 32-element block types: per block, the file's 16 code bytes of each row as 4-byte words
+// (plane k holds elements 4k .. 4k + 3 in the low nibbles, 16 + 4k .. in the high ones), the 5th
+// bits (Q5_0, Q5_1: bit e of the file's qh is element e's) regrouped so that bit k of byte
+// (r, j) is element 4k + j's, then d and m.
+template <typename Block>
+void pack_b32_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                    uint8_t* gd, int record_bytes) {
+  constexpr bool kQh = requires(Block blk) { blk.qh; };
+  constexpr bool kMin = requires(Block blk) { blk.m; };
+  constexpr int kD = kQh ? 320 : 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * record_bytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      Block blk{};  // the padding rows: d = m = 0, codes 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(Block), sizeof blk);
+      for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 4 * r, blk.qs + 4 * k, 4);
+      if constexpr (kQh) {
+        uint32_t qh;
+        std::memcpy(&qh, blk.qh, sizeof qh);
+        for (int j = 0; j < 4; ++j) {
+          uint32_t v = 0;
+          for (int k = 0; k < 8; ++k) v |= ((qh >> (4 * k + j)) & 1u) << k;
+          out[256 + 4 * r + j] = static_cast<uint8_t>(v);
+        }
+      }
+      std::memcpy(out + kD + 2 * r, &blk.d, sizeof blk.d);
+      if constexpr (kMin) std::memcpy(out + kD + 32 + 2 * r, &blk.m, sizeof blk.m);
+    }
+  }
+}
+
+// IQ4_XS: per super-block and 32-element sub-block j, S_j as IQ4_NL's (the plane base 256 j),
+// I_j = sc_j S_j (exact), then acc = fma(d_w d_x[j], float(I_j), acc).
+void iq4_xs_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs,
+                   const int32_t* halves, float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kIQ4_XSGroupBlockBytes;
+        uint16_t hd;
+        std::memcpy(&hd, wb + 2176 + 2 * r, sizeof hd);
+        const float dw = fp16_to_fp32(hd);
+        for (int j = 0; j < 8; ++j) {
+          const BlockQ8A& xb = x[t * xs + 8 * b + j];
+          int16_t neg[2];
+          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
+          int32_t sum = 128 * (neg[0] + neg[1]);
+          for (int e = 0; e < 32; ++e) {
+            const uint8_t byte = wb[256 * j + 64 * ((e % 16) / 4) + 4 * r + e % 4];
+            sum += (kValuesIQ4NL[e < 16 ? byte & 0x0F : byte >> 4] + 128) * xb.qs[e];
+          }
+          const auto sc = static_cast<int8_t>(wb[2048 + 16 * j + r]);
+          acc = std::fma(dw * xb.d, static_cast<float>(sc * sum), acc);
+        }
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+// IQ4_XS: per super-block, sub-block j's 16 code bytes of each row as IQ4_NL's (plane 4j + k),
+// the 6-bit scales as int8 ls - 32, d.
+void pack_iq4_xs_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                       uint8_t* gd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * kIQ4_XSGroupBlockBytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      BlockIQ4_XS blk{};  // the padding rows: d = 0, codes 0, scales -32
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockIQ4_XS), sizeof blk);
+      for (int j = 0; j < 8; ++j) {
+        for (int k = 0; k < 4; ++k)
+          std::memcpy(out + 256 * j + 64 * k + 4 * r, blk.qs + 16 * j + 4 * k, 4);
+        const int ls = ((blk.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) |
+                       (((blk.scales_h >> (2 * j)) & 3) << 4);
+        out[2048 + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+      }
+      std::memcpy(out + 2176 + 2 * r, &blk.d, sizeof blk.d);
+    }
+  }
+}
+
+}  // namespace
+
+void add_low_bit_tiles_scalar(GemmKernels& k) {
+  k.b32[0] = &b32_scalar<0>;
+  k.b32[1] = &b32_scalar<1>;
+  k.b32[2] = &b32_scalar<2>;
+  k.b32[3] = &b32_scalar<3>;
+  k.b32[4] = &b32_scalar<4>;
+  k.iq4_xs = &iq4_xs_scalar;
+}
+
+void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g, int64_t nb,
+                        int64_t n_out, uint8_t* gd) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return pack_b32_group<BlockQ4_0>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[0]);
+    case GgmlType::Q4_1:
+      return pack_b32_group<BlockQ4_1>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[1]);
+    case GgmlType::Q5_0:
+      return pack_b32_group<BlockQ5_0>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[2]);
+    case GgmlType::Q5_1:
+      return pack_b32_group<BlockQ5_1>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[3]);
+    case GgmlType::IQ4_NL:
+      return pack_b32_group<BlockIQ4_NL>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[4]);
+    default:
+      return pack_iq4_xs_group(src, rs, g, nb, n_out, gd);
+  }
+}
+
+}  // namespace spw::cpu
