@@ -364,6 +364,7 @@ bool gemm_packable(GgmlType type) {
   if (const int slot = b32_slot(type); slot >= 0)
     return active_kernels().b32_tile8[slot] != nullptr;
   if (type == GgmlType::IQ4_XS) return active_kernels().iq4_xs_tile8 != nullptr;
+  if (type == GgmlType::Q3_K) return active_kernels().q3_k_tile8 != nullptr;
   if (type == GgmlType::Q6_K) return active_kernels().q6_k_tile8 != nullptr;
   if (type == GgmlType::Q5_K) return active_kernels().q5_k_tile8 != nullptr;
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
@@ -373,12 +374,13 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
                          ThreadPool& pool,
                          const std::function<void(const uint8_t*, size_t)>& release) {
   const int slot = b32_slot(type);
-  const bool xs = type == GgmlType::IQ4_XS, low_bit = slot >= 0 || xs;
+  const bool xs = type == GgmlType::IQ4_XS, k3 = type == GgmlType::Q3_K;
+  const bool low_bit = slot >= 0 || xs || k3;
   assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K ||
           type == GgmlType::Q6_K || low_bit) &&
          n_out >= 1);
   const bool k4 = type == GgmlType::Q4_K, k5 = type == GgmlType::Q5_K, k6 = type == GgmlType::Q6_K;
-  const int64_t qk = k4 || k5 || k6 || xs ? kQK_K : 32;
+  const int64_t qk = k4 || k5 || k6 || xs || k3 ? kQK_K : 32;
   assert(n_in % qk == 0);
   PackedMatrix p;
   p.type = type;
@@ -390,6 +392,7 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
                                              : k5        ? kQ5_KGroupBlockBytes
                                              : k6        ? kQ6_KGroupBlockBytes
                                              : xs        ? kIQ4_XSGroupBlockBytes
+                                             : k3        ? kQ3_KGroupBlockBytes
                                              : slot >= 0 ? kB32GroupBlockBytes[slot]
                                                          : kQ8_0GroupBlockBytes);
   // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
@@ -448,20 +451,22 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   const bool k4 = W.type == GgmlType::Q4_K;  // BlockQ8K256 activations; the others BlockQ8A
   const bool k5 = W.type == GgmlType::Q5_K, k6 = W.type == GgmlType::Q6_K;
   const int slot = b32_slot(W.type);  // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
-  const bool xs = W.type == GgmlType::IQ4_XS;
+  const bool xs = W.type == GgmlType::IQ4_XS, k3 = W.type == GgmlType::Q3_K;
   const int64_t n_in = W.n_in, n_out = W.n_out;
-  const int64_t nb = n_in / (k4 || k5 || k6 || xs ? kQK_K : 32);  // weight blocks per row
-  const int64_t nx = n_in / (k4 ? kQK_K : 32);                    // activation blocks per row
+  const int64_t nb = n_in / (k4 || k5 || k6 || xs || k3 ? kQK_K : 32);  // weight blocks per row
+  const int64_t nx = n_in / (k4 ? kQK_K : 32);                          // activation blocks per row
   // The tiles of the types packed at some levels only (all but Q8_0 and Q4_K): the level's own,
   // or for a matrix packed at a level with them and used after a change of level, the portable
   // ones (the same results).
   const GemmKernels& k56 = (k6 && k.q6_k == nullptr) || (k5 && k.q5_k == nullptr) ||
                                    (slot >= 0 && k.b32[slot] == nullptr) ||
-                                   (xs && k.iq4_xs == nullptr)
+                                   (xs && k.iq4_xs == nullptr) || (k3 && k.q3_k == nullptr)
                                ? kScalar
                                : k;
   const auto n_blocks = static_cast<size_t>(n_tokens * nx);
-  const int T = k4 ? k.max_tokens_k : k5 || k6 || slot >= 0 || xs ? k56.max_tokens_6 : k.max_tokens;
+  const int T = k4                                  ? k.max_tokens_k
+                : k5 || k6 || slot >= 0 || xs || k3 ? k56.max_tokens_6
+                                                    : k.max_tokens;
   // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
@@ -473,6 +478,7 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
                             : k5        ? k56.q5_k_tile8
                             : slot >= 0 ? k56.b32_tile8[slot]
                             : xs        ? k56.iq4_xs_tile8
+                            : k3        ? k56.q3_k_tile8
                             : k4        ? k.q4_k_tile8
                                         : k.q8_0_tile8;
   const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
@@ -550,6 +556,8 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
             k56.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else if (k5) {
             k56.q5_k(wg, nb, xap + t * nx, nx, nullptr, yg + t * n_out, n_out, nr, nt);
+          } else if (k3) {
+            k56.q3_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else if (xs) {
             k56.iq4_xs(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else if (slot >= 0) {

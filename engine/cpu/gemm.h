@@ -94,8 +94,20 @@
 // exact (|I_j| < 2^24), then acc = fma(d_w d_x[j], float(I_j), acc), at every level. quant_dot.h's
 // matvec takes the same BlockQ8A codes: the two differ by float rounding only.
 //
-// Types: Q8_0, Q4_K, and Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS at avx512. Others
-// (Q2_K, Q3_K; at avx2 and below the avx512-only ones) are not packable (gemm_packable() false):
+// Q3_K (where the SIMD level has its tiles: avx512): per 256-element super-block b, one record of
+// kQ3_KGroupBlockBytes = 1824 bytes (the file's 110 per row + 4), the codes q = w + 4 (0..7):
+//   q2[16][16][4]: byte (k, r, j) holds the low 2 bits of row r's codes of elements 64i + 4k + j
+//                  at bits 2i .. 2i + 1 (i = 0..3), as Q6_K's qh;
+//   q1[8][16][4]:  byte (g, r, j) holds the 3rd bits of elements 32i + 4g + j at bit i (i =
+//                  0..7), as Q5_K's qh;
+//   sc[8][16][2]:  the 6-bit sub-block scales minus 32 (int8), as Q6_K's;
+//   d[16]:         binary16, as in the file.
+// The tiles are Q6_K's with these operands and an offset of 4 instead of 32: per activation block
+// j, I_j = sum over s = 2j, 2j + 1 of sc_s (S_s - 4 h_s), exact, acc = fma(d_w d_x[j], I_j, acc).
+// quant_dot.h's matvec takes BlockQ8K (a scale per 32 strided elements): the two differ by that.
+//
+// Types: Q8_0, Q4_K, and Q3_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS at avx512.
+// Others (Q2_K; at avx2 and below the avx512-only ones) are not packable (gemm_packable() false):
 // quant_dot.h computes them.
 #pragma once
 
@@ -116,6 +128,7 @@ inline constexpr int kQ4_KGroupBlockBytes = kGemmGroupRows * (128 + 8 + 8 + 4); 
 inline constexpr int kQ5_KGroupBlockBytes = kQ4_KGroupBlockBytes + kGemmGroupRows * 32;  // 2880
 inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);        // 3360
 inline constexpr int kIQ4_XSGroupBlockBytes = kGemmGroupRows * (128 + 8 + 2);            // 2208
+inline constexpr int kQ3_KGroupBlockBytes = kGemmGroupRows * (64 + 32 + 16 + 2);         // 1824
 
 /// True when `type` has a repacked layout and a GEMM at the SIMD level in use: Q8_0 and Q4_K at
 /// every level, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS where the level has their

@@ -169,10 +169,41 @@ inline __m512i q6_k_operand(const uint8_t* wb) {
   return _mm512_ternarylogic_epi32(sh, m30, nib, 0xEA);  // (sh & m30) | nib
 }
 
+// Q3_K (gemm.h's Q3_K record): the u8 operand of elements 4k .. 4k + 3 (k = 0..63) of 16 rows,
+// the 3-bit codes: the 2 bits of plane k % 16 at bits 2 (k / 16) under bit k / 8 of the 3rd-bit
+// plane k % 8 (16-bit shifts by at most 6 and 5: no bit of the neighbouring byte reaches the
+// masks).
+template <int K>
+inline __m512i q3_k_operand(const uint8_t* wb) {
+  const __m512i lq = _mm512_loadu_si512(wb + 64 * (K % 16));
+  const __m512i two = _mm512_and_si512(_mm512_srli_epi16(lq, 2 * (K / 16)), _mm512_set1_epi8(3));
+  const __m512i hq = _mm512_loadu_si512(wb + 1024 + 64 * (K % 8));
+  constexpr int i = K / 8;  // bit i goes to bit 2
+  const __m512i sh = i < 2    ? _mm512_slli_epi16(hq, 2 - i)
+                     : i == 2 ? hq
+                              : _mm512_srli_epi16(hq, i - 2);
+  return _mm512_ternarylogic_epi32(sh, _mm512_set1_epi8(4), two, 0xEA);  // (sh & 4) | two
+}
+
+// The K-quants with int8 scales per 16-element sub-block and an offset code (Q6_K: w = q - 32,
+// Q3_K: w = q - 4): their records' offsets (gemm.h) and operands.
+template <int kBits>
+struct Sub16 {
+  static constexpr int kBytes = kBits == 6 ? kQ6_KGroupBlockBytes : kQ3_KGroupBlockBytes;
+  static constexpr int kSc = kBits == 6 ? 3072 : 1536;  // sc[8][16][2]
+  static constexpr int kD = kBits == 6 ? 3328 : 1792;
+  static constexpr int kOffsetShift = kBits == 6 ? 5 : 2;  // offset 32 or 4
+  template <int K>
+  static __m512i operand(const uint8_t* wb) {
+    return kBits == 6 ? q6_k_operand<K>(wb) : q3_k_operand<K>(wb);
+  }
+};
+
 // Row r's scale of sub-block s in 32-bit lane r: the pair (2p, 2p + 1) sign-extended to int16s.
+template <int kBits>
 inline __m512i q6_k_pair(const uint8_t* wb, int p) {
   return _mm512_cvtepi8_epi16(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3072 + 32 * p)));
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + Sub16<kBits>::kSc + 32 * p)));
 }
 // Sub-block 2p + H's scales as int32 lanes: VPMADDWD of the pair by (1, 0) or (0, 1).
 template <int H>
@@ -182,28 +213,30 @@ inline __m512i q6_k_scale(__m512i pair) {
 
 // Activation block J (elements 32J .. 32J + 31, sub-blocks 2J and 2J + 1) of a super-block for 8
 // packed tokens (xq: that block's kQ8ATileBlockBytes record): I_J = sc_2J S_2J + sc_2J+1 S_2J+1 +
-// 32 sc . halves (the halves negated), exact, then acc[t] = fma(d_w d_x[t], float(I_J), acc[t]).
-template <int J>
+// offset x sc . halves (the halves negated), exact, then acc[t] = fma(d_w d_x[t], float(I_J),
+// acc[t]).
+template <int kBits, int J>
 inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512* acc) {
-  const __m512i pr = q6_k_pair(wb, J);
+  using P = Sub16<kBits>;
+  const __m512i pr = q6_k_pair<kBits>(wb, J);
   __m512i s[8], i[8];
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) s[t] = _mm512_setzero_si512();
-  dpbusd_tile8(s, q6_k_operand<8 * J>(wb), xq);
-  dpbusd_tile8(s, q6_k_operand<8 * J + 1>(wb), xq + 8);
-  dpbusd_tile8(s, q6_k_operand<8 * J + 2>(wb), xq + 16);
-  dpbusd_tile8(s, q6_k_operand<8 * J + 3>(wb), xq + 24);
+  dpbusd_tile8(s, P::template operand<8 * J>(wb), xq);
+  dpbusd_tile8(s, P::template operand<8 * J + 1>(wb), xq + 8);
+  dpbusd_tile8(s, P::template operand<8 * J + 2>(wb), xq + 16);
+  dpbusd_tile8(s, P::template operand<8 * J + 3>(wb), xq + 24);
   const __m512i sc0 = q6_k_scale<0>(pr);
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) {
     i[t] = _mm512_mullo_epi32(s[t], sc0);
     s[t] = _mm512_setzero_si512();
   }
-  dpbusd_tile8(s, q6_k_operand<8 * J + 4>(wb), xq + 32);
-  dpbusd_tile8(s, q6_k_operand<8 * J + 5>(wb), xq + 40);
-  dpbusd_tile8(s, q6_k_operand<8 * J + 6>(wb), xq + 48);
-  dpbusd_tile8(s, q6_k_operand<8 * J + 7>(wb), xq + 56);
-  const __m512i sc1 = q6_k_scale<1>(pr), p32 = _mm512_slli_epi16(pr, 5);
+  dpbusd_tile8(s, P::template operand<8 * J + 4>(wb), xq + 32);
+  dpbusd_tile8(s, P::template operand<8 * J + 5>(wb), xq + 40);
+  dpbusd_tile8(s, P::template operand<8 * J + 6>(wb), xq + 48);
+  dpbusd_tile8(s, P::template operand<8 * J + 7>(wb), xq + 56);
+  const __m512i sc1 = q6_k_scale<1>(pr), p32 = _mm512_slli_epi16(pr, P::kOffsetShift);
   const float* dx = reinterpret_cast<const float*>(xq + 72);
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) {
@@ -214,23 +247,27 @@ inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512*
   }
 }
 
-template <int... J>
+template <int kBits, int... J>
 inline void q6_k_blocks8(const uint8_t* wb, const uint8_t* xp, __m512 dw, __m512* acc,
                          std::integer_sequence<int, J...>) {
-  (q6_k_block8<J>(wb, reinterpret_cast<const int32_t*>(xp + J * kQ8ATileBlockBytes), dw, acc), ...);
+  (q6_k_block8<kBits, J>(wb, reinterpret_cast<const int32_t*>(xp + J * kQ8ATileBlockBytes), dw,
+                         acc),
+   ...);
 }
 
-// Q6_K over packed 8-token BlockQ8A tiles (kQ8ATileBlockBytes, 8 records per super-block): the
-// integers and float steps of q6_k_tile.
+// Q6_K (kBits 6) and Q3_K (3) over packed 8-token BlockQ8A tiles (kQ8ATileBlockBytes, 8 records
+// per super-block): the integers and float steps of q6_k_tile.
+template <int kBits>
 void q6_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
+  using P = Sub16<kBits>;
   __m512 acc[8];
   for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
+    const uint8_t* wb = w + b * P::kBytes;
     const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3328)));
-    q6_k_blocks8(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, acc,
-                 std::make_integer_sequence<int, 8>{});
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
+    q6_k_blocks8<kBits>(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, acc,
+                        std::make_integer_sequence<int, 8>{});
   }
   store_tile(acc, y, ys, nr);
 }
@@ -351,27 +388,28 @@ void q5_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int
   tile_for(kTiles, nt)(w, nb, x, xs, c, y, ys, nr);
 }
 
-// Q6_K, T <= 4 tokens of BlockQ8A activations (decode, and the tokens past the last 8-token
-// tile): per super-block and 32-element activation block j, the integers and the float step of
-// q6_k_tile8p.
-template <int T>
+// Q6_K (kBits 6) and Q3_K (3), T <= 4 tokens of BlockQ8A activations (decode, and the tokens
+// past the last 8-token tile): per super-block and 32-element activation block j, the integers
+// and the float step of q6_k_tile8p.
+template <int kBits, int T>
 void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
                float* y, int64_t ys, int nr) {
+  using P = Sub16<kBits>;
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
-    if (T == 1) prefetch_record_ahead<kQ6_KGroupBlockBytes>(wb);
+    const uint8_t* wb = w + b * P::kBytes;
+    if (T == 1) prefetch_record_ahead<P::kBytes>(wb);
     const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 3328)));
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
     const auto block = [&]<int J>() {
-      const __m512i pr = q6_k_pair(wb, J);
+      const __m512i pr = q6_k_pair<kBits>(wb, J);
       __m512i i[T];
       const auto half = [&]<int H>() {
         __m512i s[T];
         for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
         const auto op = [&]<int K>() {
-          const __m512i v = q6_k_operand<8 * J + 4 * H + K>(wb);
+          const __m512i v = P::template operand<8 * J + 4 * H + K>(wb);
           for (int t = 0; t < T; ++t) {
             const int8_t* q = x[t * xs + 8 * b + J].qs + 16 * H + 4 * K;
             s[t] = _mm512_dpbusd_epi32(s[t], v, _mm512_set1_epi32(load_i32(q)));
@@ -389,7 +427,7 @@ void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
       };
       half.template operator()<0>();
       half.template operator()<1>();
-      const __m512i p32 = _mm512_slli_epi16(pr, 5);
+      const __m512i p32 = _mm512_slli_epi16(pr, P::kOffsetShift);
       for (int t = 0; t < T; ++t) {
         const int64_t xb = t * xs + 8 * b + J;
         i[t] = _mm512_dpwssd_epi32(i[t], p32, _mm512_set1_epi32(halves[xb]));
@@ -403,10 +441,11 @@ void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
   store_tile(acc, y, ys, nr);
 }
 
+template <int kBits>
 void q6_k(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* bs, float* y,
           int64_t ys, int nr, int nt) {
-  static constexpr decltype(&q6_k_tile<1>) kTiles[] = {&q6_k_tile<1>, &q6_k_tile<2>, &q6_k_tile<3>,
-                                                       &q6_k_tile<4>};
+  static constexpr decltype(&q6_k_tile<kBits, 1>) kTiles[] = {
+      &q6_k_tile<kBits, 1>, &q6_k_tile<kBits, 2>, &q6_k_tile<kBits, 3>, &q6_k_tile<kBits, 4>};
   tile_for(kTiles, nt)(w, nb, x, xs, bs, y, ys, nr);
 }
 
@@ -489,11 +528,13 @@ const GemmKernels* gemm_kernels_avx512() {
                   .uses_comp = true,
                   .q8_0_tile8 = &q8_0_tile8p,
                   .q4_k_tile8 = &q4_k_tile8p,
-                  .q6_k = &q6_k,
-                  .q6_k_tile8 = &q6_k_tile8p,
+                  .q6_k = &q6_k<6>,
+                  .q6_k_tile8 = &q6_k_tile8p<6>,
                   .max_tokens_6 = 4,
                   .q5_k = &q5_k,
                   .q5_k_tile8 = &q5_k_tile8p};
+    g.q3_k = &q6_k<3>;
+    g.q3_k_tile8 = &q6_k_tile8p<3>;
     add_low_bit_tiles_avx512(g);
     return g;
   }();

@@ -95,15 +95,18 @@ struct GemmKernels {
   // its full 8-token tiles; null where the level has none.
   GemmTileFn iq4_xs = nullptr;
   GemmTile8Fn iq4_xs_tile8 = nullptr;
+  // Q3_K as q6_k (Q6_K's tiles on Q3_K's record), or null.
+  GemmTileFn q3_k = nullptr;
+  GemmTile8Fn q3_k_tile8 = nullptr;
 };
 
-/// Fill k's b32 and iq4_xs entries: the portable tiles (gemm_low_bit.cpp), the AVX-512 ones
-/// (gemm_avx512_low_bit.cpp, built where gemm_kernels_avx512() is).
+/// Fill k's b32, iq4_xs (and, portable, q3_k) entries: the portable tiles (gemm_low_bit.cpp), the
+/// AVX-512 ones (gemm_avx512_low_bit.cpp, built where gemm_kernels_avx512() is).
 void add_low_bit_tiles_scalar(GemmKernels& k);
 void add_low_bit_tiles_avx512(GemmKernels& k);
 
 /// Repacks row group g (rows 16 g .. 16 g + 15, those past n_out as zeros) of a 32-element block
-/// type or IQ4_XS matrix into gd (gemm.h's layouts): nb blocks (super-blocks for IQ4_XS) of rows
+/// type, IQ4_XS or Q3_K matrix into gd (gemm.h's layouts): nb blocks (or super-blocks) of rows
 /// of rs bytes at src.
 void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g, int64_t nb,
                         int64_t n_out, uint8_t* gd);

@@ -1,7 +1,7 @@
-// The int8 GEMM's portable tiles and the repacking of the types whose 4-bit codes stand for
-// values by a rule other than the K-quants' scale and min: the 32-element block types (Q4_0,
-// Q4_1, Q5_0, Q5_1, IQ4_NL) and IQ4_XS (gemm.h has the layouts). The tiles compute what the
-// AVX-512 tiles (gemm_avx512_low_bit.cpp) compute, bit for bit (-ffp-contract=off).
+// The int8 GEMM's portable tiles and the repacking of the low-bit types: the 32-element block
+// types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), IQ4_XS and Q3_K (gemm.h has the layouts). The tiles
+// compute what the AVX-512 tiles (gemm_avx512_low_bit.cpp) compute, bit for bit
+// (-ffp-contract=off).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -135,9 +135,90 @@ void pack_iq4_xs_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int
   }
 }
 
+// Q3_K: per super-block and activation block j, I_j = sum over s = 2j, 2j + 1 of sc_s (S_s - 4 h_s)
+// (S_s the sum of q x over the sub-block's 16 elements, h_s the negated sum of their codes), then
+// acc = fma(d_w d_x[j], float(I_j), acc): Q6_K's steps (gemm.cpp's q6_k_scalar).
+void q3_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
+                 float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kQ3_KGroupBlockBytes;
+        uint16_t hd;
+        std::memcpy(&hd, wb + 1792 + 2 * r, sizeof hd);
+        const float dw = fp16_to_fp32(hd);
+        for (int j = 0; j < 8; ++j) {
+          const BlockQ8A& xb = x[t * xs + 8 * b + j];
+          int16_t neg[2];
+          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
+          int32_t i32 = 0;
+          for (int h = 0; h < 2; ++h) {
+            const int s = 2 * j + h;
+            int32_t sum = 0;
+            for (int e = 16 * s; e < 16 * s + 16; ++e) {
+              const uint8_t two = wb[64 * ((e % 64) / 4) + 4 * r + e % 4];
+              const uint8_t hb = wb[1024 + 64 * ((e % 32) / 4) + 4 * r + e % 4];
+              const int q = ((two >> (2 * (e / 64))) & 3) | (((hb >> (e / 32)) & 1) << 2);
+              sum += q * xb.qs[e % 32];
+            }
+            const auto sc = static_cast<int8_t>(wb[1536 + 32 * j + 2 * r + h]);
+            i32 += sc * sum + 4 * sc * neg[h];
+          }
+          acc = std::fma(dw * xb.d, static_cast<float>(i32), acc);
+        }
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+// Q3_K: the codes q = w + 4 of element e (the file's low 2 bits at bits 2 ((e % 128) / 32) of
+// qs[32 (e / 128) + e % 32], the 3rd bit at bit e / 32 of hmask[e % 32]) into the 2-bit and 1-bit
+// planes, the 16 six-bit scales (low 4 bits in the nibbles of bytes 0..7, top 2 at bits
+// 2 (s / 4) of byte 8 + s % 4) minus 32, d.
+void pack_q3_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                     uint8_t* gd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * kQ3_KGroupBlockBytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      BlockQ3_K blk{};  // the padding rows: d = 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ3_K), sizeof blk);
+      uint8_t q[256];
+      for (int e = 0; e < 256; ++e) {
+        const int two = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        q[e] = static_cast<uint8_t>(two | (((blk.hmask[e % 32] >> (e / 32)) & 1) << 2));
+      }
+      for (int k = 0; k < 16; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          int v = 0;
+          for (int i = 0; i < 4; ++i) v |= (q[64 * i + 4 * k + j] & 3) << (2 * i);
+          out[64 * k + 4 * r + j] = static_cast<uint8_t>(v);
+        }
+      }
+      for (int k = 0; k < 8; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          int v = 0;
+          for (int i = 0; i < 8; ++i) v |= (q[32 * i + 4 * k + j] >> 2) << i;
+          out[1024 + 64 * k + 4 * r + j] = static_cast<uint8_t>(v);
+        }
+      }
+      for (int s = 0; s < 16; ++s) {
+        const int lo = s < 8 ? blk.scales[s] & 0x0F : blk.scales[s - 8] >> 4;
+        const int hi = (blk.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+        out[1536 + 32 * (s / 2) + 2 * r + s % 2] =
+            static_cast<uint8_t>(static_cast<int8_t>((lo | (hi << 4)) - 32));
+      }
+      std::memcpy(out + 1792 + 2 * r, &blk.d, sizeof blk.d);
+    }
+  }
+}
+
 }  // namespace
 
 void add_low_bit_tiles_scalar(GemmKernels& k) {
+  k.q3_k = &q3_k_scalar;
   k.b32[0] = &b32_scalar<0>;
   k.b32[1] = &b32_scalar<1>;
   k.b32[2] = &b32_scalar<2>;
@@ -159,6 +240,8 @@ void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g,
       return pack_b32_group<BlockQ5_1>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[3]);
     case GgmlType::IQ4_NL:
       return pack_b32_group<BlockIQ4_NL>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[4]);
+    case GgmlType::Q3_K:
+      return pack_q3_k_group(src, rs, g, nb, n_out, gd);
     default:
       return pack_iq4_xs_group(src, rs, g, nb, n_out, gd);
   }

@@ -44,7 +44,9 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, u
   std::vector<uint8_t> bytes(row_size(type, n_in) * static_cast<size_t>(n_out));
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
   const size_t bsz = row_size(type, type_traits(static_cast<uint32_t>(type))->block_size);
-  const size_t d_at = type == GgmlType::Q6_K ? offsetof(BlockQ6_K, d) : 0;
+  const size_t d_at = type == GgmlType::Q6_K   ? offsetof(BlockQ6_K, d)
+                      : type == GgmlType::Q3_K ? offsetof(BlockQ3_K, d)
+                                               : 0;
   // A second binary16 at byte 2: Q4_K's and Q5_K's dmin, Q4_1's and Q5_1's m (either sign).
   const bool second = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q4_1 ||
                       type == GgmlType::Q5_1;
@@ -70,7 +72,7 @@ struct Case {
 constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K, Q5K = GgmlType::Q5_K,
                    Q6K = GgmlType::Q6_K, Q40 = GgmlType::Q4_0, Q41 = GgmlType::Q4_1,
                    Q50 = GgmlType::Q5_0, Q51 = GgmlType::Q5_1, IQ4NL = GgmlType::IQ4_NL,
-                   IQ4XS = GgmlType::IQ4_XS;
+                   IQ4XS = GgmlType::IQ4_XS, Q3K = GgmlType::Q3_K;
 // The types whose GEMM takes the matvec's BlockQ8A codes (gemm.h).
 bool b32_type(GgmlType t) {
   return t == Q40 || t == Q41 || t == Q50 || t == Q51 || t == IQ4NL || t == IQ4XS;
@@ -179,7 +181,7 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
 
 TEST(CpuGemm, MatchesFloat64) {
   ThreadPool pool(2);
-  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K}) {
     SCOPED_TRACE(type_name(static_cast<uint32_t>(type)));
     const int64_t n_in = 1024, n_out = 77, n_tokens = 21;
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 3);
@@ -239,7 +241,7 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   const int64_t n_in = 768, n_out = 301, n_tokens = 75;
   std::mt19937 rng(6);
   const std::vector<float> X = gaussian(rng, n_tokens * n_in);
-  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K}) {
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
     for (SimdLevel level : test::supported_simd_levels()) {
       test::SimdLevelScope scope(level);
@@ -338,13 +340,12 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   // (avx512) only.
   for (SimdLevel level : test::supported_simd_levels()) {
     test::SimdLevelScope scope(level);
-    for (GgmlType t : {Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS}) {
+    for (GgmlType t : {Q3K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS}) {
       EXPECT_EQ(gemm_packable(t), level == SimdLevel::Avx512)
           << simd_level_name(level) << " " << type_name(static_cast<uint32_t>(t));
     }
     EXPECT_TRUE(gemm_packable(GgmlType::Q8_0) && gemm_packable(GgmlType::Q4_K));
-    EXPECT_FALSE(gemm_packable(GgmlType::Q2_K) || gemm_packable(GgmlType::Q3_K) ||
-                 gemm_packable(GgmlType::F16));
+    EXPECT_FALSE(gemm_packable(GgmlType::Q2_K) || gemm_packable(GgmlType::F16));
   }
   // Not one of the matrices (the F32 embeddings, a norm vector): no packed form.
   EXPECT_EQ(a->get(*model.token_embd, pool), nullptr);
