@@ -238,48 +238,32 @@ void pack_q45_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int6
   }
 }
 
-// The 6-bit codes of a Q6_K block in element order (ggml's dequantize_row_q6_K layout: in the
-// 128-element half h, for l < 32, ql[64h + l] holds elements l (low nibble) and l + 64 (high
-// nibble), ql[64h + 32 + l] elements l + 32 and l + 96, qh[32h + l] the top 2 bits of the four
-// at bits 0, 2, 4, 6).
-void q6_k_codes(const BlockQ6_K& blk, uint8_t* q) {
-  for (int h = 0; h < 2; ++h) {
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t a = blk.ql[64 * h + l], c = blk.ql[64 * h + 32 + l], hb = blk.qh[32 * h + l];
-      uint8_t* o = q + 128 * h + l;
-      o[0] = static_cast<uint8_t>((a & 0x0F) | ((hb & 3) << 4));
-      o[32] = static_cast<uint8_t>((c & 0x0F) | (((hb >> 2) & 3) << 4));
-      o[64] = static_cast<uint8_t>((a >> 4) | (((hb >> 4) & 3) << 4));
-      o[96] = static_cast<uint8_t>((c >> 4) | (((hb >> 6) & 3) << 4));
-    }
-  }
-}
-
+// Q6_K: the low 4 bits of element e of a 128-element half h sit in ql[64 h + e % 64], low nibble
+// for e % 128 < 64, high above (ggml's dequantize_row_q6_K), so plane k < 16 takes the low nibbles
+// of ql[4k ..] and ql[64 + 4k ..], plane k >= 16 the high nibbles of ql[4k - 64 ..] and ql[4k ..];
+// qh has Q3_K's 2-bit layout (pack_2bit_planes); the scale pairs (2j, 2j + 1) are adjacent.
 void pack_q6_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                      uint8_t* gd) {
+  const auto word = [](const uint8_t* p) {
+    uint32_t w;
+    std::memcpy(&w, p, sizeof w);
+    return w;
+  };
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* out = gd + b * kQ6_KGroupBlockBytes;
     for (int r = 0; r < kGemmGroupRows; ++r) {
       const int64_t row = g * kGemmGroupRows + r;
       BlockQ6_K blk{};  // the padding rows: d = 0, codes and scales 0
       if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ6_K), sizeof blk);
-      uint8_t q[256];
-      q6_k_codes(blk, q);
+      constexpr uint32_t m4 = 0x0F0F0F0Fu;
       for (int k = 0; k < 32; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          out[64 * k + 4 * r + j] =
-              static_cast<uint8_t>((q[4 * k + j] & 0x0F) | ((q[128 + 4 * k + j] & 0x0F) << 4));
-        }
+        const uint32_t v =
+            k < 16 ? (word(blk.ql + 4 * k) & m4) | ((word(blk.ql + 64 + 4 * k) & m4) << 4)
+                   : ((word(blk.ql + 4 * k - 64) >> 4) & m4) | (word(blk.ql + 4 * k) & ~m4);
+        std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
       }
-      for (int k = 0; k < 16; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          int v = 0;
-          for (int i = 0; i < 4; ++i) v |= (q[64 * i + 4 * k + j] >> 4) << (2 * i);
-          out[2048 + 64 * k + 4 * r + j] = static_cast<uint8_t>(v);
-        }
-      }
-      for (int s = 0; s < 16; ++s)
-        out[3072 + 32 * (s / 2) + 2 * r + s % 2] = static_cast<uint8_t>(blk.scales[s]);
+      pack_2bit_planes(blk.qh, r, out + 2048);
+      for (int j = 0; j < 8; ++j) std::memcpy(out + 3072 + 32 * j + 2 * r, blk.scales + 2 * j, 2);
       std::memcpy(out + 3328 + 2 * r, &blk.d, sizeof blk.d);
     }
   }

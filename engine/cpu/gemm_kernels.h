@@ -105,6 +105,12 @@ struct GemmKernels {
 void add_low_bit_tiles_scalar(GemmKernels& k);
 void add_low_bit_tiles_avx512(GemmKernels& k);
 
+/// The 2-bit planes of Q6_K's qh and Q3_K's qs record (gemm.h): from one row's 64 bytes in ggml's
+/// order (byte 32 (e / 128) + e % 32 holds element e's 2 bits at bits 2 ((e % 128) / 32)),
+/// byte (k, r, j) of out (k = 0..15, out + 64 k + 4 r + j) = the 2 bits of elements 64 i + 4 k + j
+/// at bits 2 i (i = 0..3). Word-wise: four 32-bit shifts and masks per plane.
+void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out);
+
 /// Repacks row group g (rows 16 g .. 16 g + 15, those past n_out as zeros) of a 32-element block
 /// type, IQ4_XS or Q3_K matrix into gd (gemm.h's layouts): nb blocks (or super-blocks) of rows
 /// of rs bytes at src.

@@ -185,25 +185,9 @@ void pack_q3_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
       const int64_t row = g * kGemmGroupRows + r;
       BlockQ3_K blk{};  // the padding rows: d = 0
       if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ3_K), sizeof blk);
-      uint8_t q[256];
-      for (int e = 0; e < 256; ++e) {
-        const int two = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        q[e] = static_cast<uint8_t>(two | (((blk.hmask[e % 32] >> (e / 32)) & 1) << 2));
-      }
-      for (int k = 0; k < 16; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          int v = 0;
-          for (int i = 0; i < 4; ++i) v |= (q[64 * i + 4 * k + j] & 3) << (2 * i);
-          out[64 * k + 4 * r + j] = static_cast<uint8_t>(v);
-        }
-      }
-      for (int k = 0; k < 8; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          int v = 0;
-          for (int i = 0; i < 8; ++i) v |= (q[32 * i + 4 * k + j] >> 2) << i;
-          out[1024 + 64 * k + 4 * r + j] = static_cast<uint8_t>(v);
-        }
-      }
+      pack_2bit_planes(blk.qs, r, out);
+      // bit i of hmask[l] is the 3rd bit of element 32 i + l: plane g is hmask[4g .. 4g + 3]
+      for (int k = 0; k < 8; ++k) std::memcpy(out + 1024 + 64 * k + 4 * r, blk.hmask + 4 * k, 4);
       for (int s = 0; s < 16; ++s) {
         const int lo = s < 8 ? blk.scales[s] & 0x0F : blk.scales[s - 8] >> 4;
         const int hi = (blk.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
@@ -216,6 +200,18 @@ void pack_q3_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
 }
 
 }  // namespace
+
+void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out) {
+  for (int k = 0; k < 16; ++k) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint32_t w;
+      std::memcpy(&w, q2 + 32 * (i / 2) + 4 * (k % 8), sizeof w);
+      v |= ((w >> (2 * (2 * (i % 2) + k / 8))) & 0x03030303u) << (2 * i);
+    }
+    std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
+  }
+}
 
 void add_low_bit_tiles_scalar(GemmKernels& k) {
   k.q3_k = &q3_k_scalar;
