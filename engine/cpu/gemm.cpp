@@ -340,31 +340,68 @@ T* scratch(std::vector<T>& buf, size_t n) {
   return buf.data();
 }
 
+// The tiles of a type with BlockQ8A activations and a halves argument (all but Q8_0 and Q4_K) at
+// the level of k: null where it has none.
+struct TilesA {
+  GemmTileFn fn = nullptr;
+  GemmTile8Fn tile8 = nullptr;
+};
+TilesA tiles_a(const GemmKernels& k, GgmlType type) {
+  if (const int slot = b32_slot(type); slot >= 0) return {k.b32[slot], k.b32_tile8[slot]};
+  switch (type) {
+    case GgmlType::Q2_K:
+      return {k.q2_k, k.q2_k_tile8};
+    case GgmlType::Q3_K:
+      return {k.q3_k, k.q3_k_tile8};
+    case GgmlType::Q5_K:
+      return {k.q5_k, k.q5_k_tile8};
+    case GgmlType::Q6_K:
+      return {k.q6_k, k.q6_k_tile8};
+    case GgmlType::IQ4_XS:
+      return {k.iq4_xs, k.iq4_xs_tile8};
+    default:
+      return {};
+  }
+}
+
+// Bytes of a 16-row record per block (super-block) of the type, or 0 where it has no layout.
+int record_bytes(GgmlType type) {
+  if (const int slot = b32_slot(type); slot >= 0) return kB32GroupBlockBytes[slot];
+  switch (type) {
+    case GgmlType::Q8_0:
+      return kQ8_0GroupBlockBytes;
+    case GgmlType::Q2_K:
+      return kQ2_KGroupBlockBytes;
+    case GgmlType::Q3_K:
+      return kQ3_KGroupBlockBytes;
+    case GgmlType::Q4_K:
+      return kQ4_KGroupBlockBytes;
+    case GgmlType::Q5_K:
+      return kQ5_KGroupBlockBytes;
+    case GgmlType::Q6_K:
+      return kQ6_KGroupBlockBytes;
+    case GgmlType::IQ4_XS:
+      return kIQ4_XSGroupBlockBytes;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 bool gemm_packable(GgmlType type) {
-  if (const int slot = b32_slot(type); slot >= 0)
-    return active_kernels().b32_tile8[slot] != nullptr;
-  if (type == GgmlType::IQ4_XS) return active_kernels().iq4_xs_tile8 != nullptr;
-  if (type == GgmlType::Q3_K) return active_kernels().q3_k_tile8 != nullptr;
-  if (type == GgmlType::Q6_K) return active_kernels().q6_k_tile8 != nullptr;
-  if (type == GgmlType::Q5_K) return active_kernels().q5_k_tile8 != nullptr;
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
+         tiles_a(active_kernels(), type).tile8 != nullptr;
 }
 
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
                          ThreadPool& pool,
                          const std::function<void(const uint8_t*, size_t)>& release) {
-  const int slot = b32_slot(type);
-  const bool xs = type == GgmlType::IQ4_XS, k3 = type == GgmlType::Q3_K;
-  const bool low_bit = slot >= 0 || xs || k3;
-  assert((type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K ||
-          type == GgmlType::Q6_K || low_bit) &&
-         n_out >= 1);
-  const bool k4 = type == GgmlType::Q4_K, k5 = type == GgmlType::Q5_K, k6 = type == GgmlType::Q6_K;
-  const int64_t qk = k4 || k5 || k6 || xs || k3 ? kQK_K : 32;
+  const int record = record_bytes(type);
+  assert(record > 0 && n_out >= 1);
+  const int64_t qk = type_traits(static_cast<uint32_t>(type))->block_size;
   assert(n_in % qk == 0);
   PackedMatrix p;
   p.type = type;
@@ -372,13 +409,7 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   p.n_out = n_out;
   p.n_groups = (n_out + kGemmGroupRows - 1) / kGemmGroupRows;
   const int64_t nb = n_in / qk;
-  p.group_bytes = static_cast<size_t>(nb) * (k4          ? kQ4_KGroupBlockBytes
-                                             : k5        ? kQ5_KGroupBlockBytes
-                                             : k6        ? kQ6_KGroupBlockBytes
-                                             : xs        ? kIQ4_XSGroupBlockBytes
-                                             : k3        ? kQ3_KGroupBlockBytes
-                                             : slot >= 0 ? kB32GroupBlockBytes[slot]
-                                                         : kQ8_0GroupBlockBytes);
+  p.group_bytes = static_cast<size_t>(nb) * static_cast<size_t>(record);
   // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
   // (THP "madvise" mode): the repack then takes a few hundred page faults instead of ~61,000
   // for a 250 MB model (measured 15x faster on this VM). The tail stays on small pages, so
@@ -403,16 +434,22 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
     pool.parallel_for(s1 - s0, [&](int64_t g0, int64_t g1) {
       for (int64_t g = s0 + g0; g < s0 + g1; ++g) {
         uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
-        if (k4) {
-          pack_q45_k_group<false>(src, rs, g, nb, n_out, gd);
-        } else if (k5) {
-          pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
-        } else if (k6) {
-          pack_q6_k_group(src, rs, g, nb, n_out, gd);
-        } else if (low_bit) {
-          pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
-        } else {
-          pack_q8_0_group(src, rs, g, nb, n_out, gd);
+        switch (type) {
+          case GgmlType::Q8_0:
+            pack_q8_0_group(src, rs, g, nb, n_out, gd);
+            break;
+          case GgmlType::Q4_K:
+            pack_q45_k_group<false>(src, rs, g, nb, n_out, gd);
+            break;
+          case GgmlType::Q5_K:
+            pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
+            break;
+          case GgmlType::Q6_K:
+            pack_q6_k_group(src, rs, g, nb, n_out, gd);
+            break;
+          default:
+            pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
+            break;
         }
       }
     });
@@ -433,24 +470,17 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   if (n_tokens <= 0) return;
   const GemmKernels& k = active_kernels();
   const bool k4 = W.type == GgmlType::Q4_K;  // BlockQ8K256 activations; the others BlockQ8A
-  const bool k5 = W.type == GgmlType::Q5_K, k6 = W.type == GgmlType::Q6_K;
-  const int slot = b32_slot(W.type);  // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
-  const bool xs = W.type == GgmlType::IQ4_XS, k3 = W.type == GgmlType::Q3_K;
+  const bool q8 = W.type == GgmlType::Q8_0;  // its T-token tile takes comp; the others halves
   const int64_t n_in = W.n_in, n_out = W.n_out;
-  const int64_t nb = n_in / (k4 || k5 || k6 || xs || k3 ? kQK_K : 32);  // weight blocks per row
-  const int64_t nx = n_in / (k4 ? kQK_K : 32);                          // activation blocks per row
+  const int64_t nb = n_in / type_traits(static_cast<uint32_t>(W.type))->block_size;  // per row
+  const int64_t nx = n_in / (k4 ? kQK_K : 32);  // activation blocks per row
   // The tiles of the types packed at some levels only (all but Q8_0 and Q4_K): the level's own,
   // or for a matrix packed at a level with them and used after a change of level, the portable
   // ones (the same results).
-  const GemmKernels& k56 = (k6 && k.q6_k == nullptr) || (k5 && k.q5_k == nullptr) ||
-                                   (slot >= 0 && k.b32[slot] == nullptr) ||
-                                   (xs && k.iq4_xs == nullptr) || (k3 && k.q3_k == nullptr)
-                               ? kScalar
-                               : k;
+  const GemmKernels& ka = k4 || q8 || tiles_a(k, W.type).fn != nullptr ? k : kScalar;
+  const TilesA a = k4 || q8 ? TilesA{} : tiles_a(ka, W.type);
   const auto n_blocks = static_cast<size_t>(n_tokens * nx);
-  const int T = k4                                  ? k.max_tokens_k
-                : k5 || k6 || slot >= 0 || xs || k3 ? k56.max_tokens_6
-                                                    : k.max_tokens;
+  const int T = k4 ? k.max_tokens_k : q8 ? k.max_tokens : ka.max_tokens_6;
   // The calling thread's quantized activations, kept for the next call over the same input.
   thread_local std::vector<BlockQ8A> xa;
   thread_local std::vector<BlockQ8K256> xk;
@@ -458,13 +488,7 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
   thread_local std::vector<int16_t> bbuf;
   thread_local std::vector<uint8_t> pbuf;
   ActivationKey& last = last_activations();
-  const GemmTile8Fn tile8 = k6          ? k56.q6_k_tile8
-                            : k5        ? k56.q5_k_tile8
-                            : slot >= 0 ? k56.b32_tile8[slot]
-                            : xs        ? k56.iq4_xs_tile8
-                            : k3        ? k56.q3_k_tile8
-                            : k4        ? k.q4_k_tile8
-                                        : k.q8_0_tile8;
+  const GemmTile8Fn tile8 = k4 ? k.q4_k_tile8 : q8 ? k.q8_0_tile8 : a.tile8;
   const int64_t n_tiles8 = tile8 != nullptr ? n_tokens / 8 : 0;
   const ActivationKey key{X, n_tokens, n_in, k4, &k, n_tiles8 > 0};
   const int64_t tile_block = k4 ? kQ8KTileBlockBytes : kQ8ATileBlockBytes;
@@ -536,16 +560,8 @@ void gemm(const PackedMatrix& W, const float* X, int64_t n_tokens, float* Y, Thr
           const int nt = static_cast<int>(std::min<int64_t>(T, te - t));
           if (k4) {
             k.q4_k(wg, nb, xkp + t * nx, nx, bs + t * nx * 8, yg + t * n_out, n_out, nr, nt);
-          } else if (k6) {
-            k56.q6_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
-          } else if (k5) {
-            k56.q5_k(wg, nb, xap + t * nx, nx, nullptr, yg + t * n_out, n_out, nr, nt);
-          } else if (k3) {
-            k56.q3_k(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
-          } else if (xs) {
-            k56.iq4_xs(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
-          } else if (slot >= 0) {
-            k56.b32[slot](wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
+          } else if (!q8) {
+            a.fn(wg, nb, xap + t * nx, nx, halves + t * nx, yg + t * n_out, n_out, nr, nt);
           } else {
             k.q8_0(wg, nb, xap + t * nx, nx, comp != nullptr ? comp + t * nx : nullptr,
                    yg + t * n_out, n_out, nr, nt);

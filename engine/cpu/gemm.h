@@ -106,9 +106,16 @@
 // j, I_j = sum over s = 2j, 2j + 1 of sc_s (S_s - 4 h_s), exact, acc = fma(d_w d_x[j], I_j, acc).
 // quant_dot.h's matvec takes BlockQ8K (a scale per 32 strided elements): the two differ by that.
 //
-// Types: Q8_0, Q4_K, and Q3_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS at avx512.
-// Others (Q2_K; at avx2 and below the avx512-only ones) are not packable (gemm_packable() false):
-// quant_dot.h computes them.
+// Q2_K (where the SIMD level has its tiles: avx512): per 256-element super-block b, one record of
+// kQ2_KGroupBlockBytes = 1344 bytes, the file's 84 per row: the codes' 2-bit planes as Q3_K's
+// q2, then sm[8][16][2] (byte (j, r, h) = the file's scales byte of sub-block 2j + h: the 4-bit
+// scale in the low nibble, the 4-bit min in the high one), d[16], dmin[16]. Per activation block
+// j: I_j = sum over s = 2j, 2j + 1 of sc_s S_s and M_j = -sum m_s h_s (exact integers), then acc =
+// fma(d_w d_x[j], float(I_j), acc), acc = fma(dmin_w d_x[j], float(M_j), acc).
+//
+// Types: Q8_0, Q4_K, and Q2_K, Q3_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS at
+// avx512 (every quantized type the engine computes). At avx2 and below the avx512-only ones are
+// not packable (gemm_packable() false): quant_dot.h computes them.
 #pragma once
 
 #include <cstddef>
@@ -129,13 +136,14 @@ inline constexpr int kQ5_KGroupBlockBytes = kQ4_KGroupBlockBytes + kGemmGroupRow
 inline constexpr int kQ6_KGroupBlockBytes = kGemmGroupRows * (128 + 64 + 16 + 2);        // 3360
 inline constexpr int kIQ4_XSGroupBlockBytes = kGemmGroupRows * (128 + 8 + 2);            // 2208
 inline constexpr int kQ3_KGroupBlockBytes = kGemmGroupRows * (64 + 32 + 16 + 2);         // 1824
+inline constexpr int kQ2_KGroupBlockBytes = kGemmGroupRows * (64 + 16 + 2 + 2);          // 1344
 
 /// True when `type` has a repacked layout and a GEMM at the SIMD level in use: Q8_0 and Q4_K at
-/// every level, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS where the level has their
-/// tiles (avx512; elsewhere quant_dot.h's kernels run: they are faster than a portable tile, and
-/// AVX2 tiles measured no gain for Q5_K and Q6_K and are not written for the others). A matrix
-/// packed at one level still computes after set_simd_level() changes it (the portable tile, the
-/// same results).
+/// every level, the other quantized types (Q2_K, Q3_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1,
+/// IQ4_NL, IQ4_XS) where the level has their tiles (avx512; elsewhere quant_dot.h's kernels run:
+/// they are faster than a portable tile, and AVX2 tiles measured no gain for Q5_K and Q6_K and are
+/// not written for the others). A matrix packed at one level still computes after set_simd_level()
+/// changes it (the portable tile, the same results).
 bool gemm_packable(GgmlType type);
 
 /// One repacked weight matrix (the layout above), 64-byte aligned, immutable once made.

@@ -185,25 +185,46 @@ inline __m512i q3_k_operand(const uint8_t* wb) {
   return _mm512_ternarylogic_epi32(sh, _mm512_set1_epi8(4), two, 0xEA);  // (sh & 4) | two
 }
 
-// The K-quants with int8 scales per 16-element sub-block and an offset code (Q6_K: w = q - 32,
-// Q3_K: w = q - 4): their records' offsets (gemm.h) and operands.
+// Q2_K (gemm.h's Q2_K record): the u8 operand of elements 4k .. 4k + 3, the 2 bits of plane k % 16
+// at bits 2 (k / 16).
+template <int K>
+inline __m512i q2_k_operand(const uint8_t* wb) {
+  const __m512i lq = _mm512_loadu_si512(wb + 64 * (K % 16));
+  return _mm512_and_si512(_mm512_srli_epi16(lq, 2 * (K / 16)), _mm512_set1_epi8(3));
+}
+
+// The K-quants with scales per 16-element sub-block: an offset code (Q6_K: w = q - 32, Q3_K:
+// w = q - 4) with int8 scales, or (Q2_K) 4-bit scales and mins: their records' offsets (gemm.h)
+// and operands.
 template <int kBits>
 struct Sub16 {
-  static constexpr int kBytes = kBits == 6 ? kQ6_KGroupBlockBytes : kQ3_KGroupBlockBytes;
-  static constexpr int kSc = kBits == 6 ? 3072 : 1536;  // sc[8][16][2]
-  static constexpr int kD = kBits == 6 ? 3328 : 1792;
-  static constexpr int kOffsetShift = kBits == 6 ? 5 : 2;  // offset 32 or 4
+  static constexpr int kBytes = kBits == 6   ? kQ6_KGroupBlockBytes
+                                : kBits == 3 ? kQ3_KGroupBlockBytes
+                                             : kQ2_KGroupBlockBytes;
+  static constexpr int kSc = kBits == 6 ? 3072 : kBits == 3 ? 1536 : 1024;  // [8][16][2]
+  static constexpr int kD = kBits == 6 ? 3328 : kBits == 3 ? 1792 : 1280;
+  static constexpr bool kMin = kBits == 2;                 // dmin at kD + 32
+  static constexpr int kOffsetShift = kBits == 6 ? 5 : 2;  // offset 32 or 4 (not Q2_K)
   template <int K>
   static __m512i operand(const uint8_t* wb) {
-    return kBits == 6 ? q6_k_operand<K>(wb) : q3_k_operand<K>(wb);
+    if constexpr (kBits == 6) return q6_k_operand<K>(wb);
+    if constexpr (kBits == 3) return q3_k_operand<K>(wb);
+    return q2_k_operand<K>(wb);
   }
 };
 
-// Row r's scale of sub-block s in 32-bit lane r: the pair (2p, 2p + 1) sign-extended to int16s.
+// Row r's scale of sub-block s in 32-bit lane r: the pair (2p, 2p + 1) sign-extended to int16s;
+// for Q2_K the scale nibbles, and the min nibbles into *mins.
 template <int kBits>
-inline __m512i q6_k_pair(const uint8_t* wb, int p) {
-  return _mm512_cvtepi8_epi16(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + Sub16<kBits>::kSc + 32 * p)));
+inline __m512i q6_k_pair(const uint8_t* wb, int p, __m512i* mins = nullptr) {
+  const __m256i v =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + Sub16<kBits>::kSc + 32 * p));
+  if constexpr (kBits == 2) {
+    const __m512i u = _mm512_cvtepu8_epi16(v);
+    *mins = _mm512_srli_epi16(u, 4);
+    return _mm512_and_si512(u, _mm512_set1_epi16(0x0F));
+  }
+  return _mm512_cvtepi8_epi16(v);
 }
 // Sub-block 2p + H's scales as int32 lanes: VPMADDWD of the pair by (1, 0) or (0, 1).
 template <int H>
@@ -216,9 +237,10 @@ inline __m512i q6_k_scale(__m512i pair) {
 // offset x sc . halves (the halves negated), exact, then acc[t] = fma(d_w d_x[t], float(I_J),
 // acc[t]).
 template <int kBits, int J>
-inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512* acc) {
+inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512 dmin, __m512* acc) {
   using P = Sub16<kBits>;
-  const __m512i pr = q6_k_pair<kBits>(wb, J);
+  __m512i mins;
+  const __m512i pr = q6_k_pair<kBits>(wb, J, &mins);
   __m512i s[8], i[8];
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) s[t] = _mm512_setzero_si512();
@@ -236,22 +258,35 @@ inline void q6_k_block8(const uint8_t* wb, const int32_t* xq, __m512 dw, __m512*
   dpbusd_tile8(s, P::template operand<8 * J + 5>(wb), xq + 40);
   dpbusd_tile8(s, P::template operand<8 * J + 6>(wb), xq + 48);
   dpbusd_tile8(s, P::template operand<8 * J + 7>(wb), xq + 56);
-  const __m512i sc1 = q6_k_scale<1>(pr), p32 = _mm512_slli_epi16(pr, P::kOffsetShift);
+  const __m512i sc1 = q6_k_scale<1>(pr);
   const float* dx = reinterpret_cast<const float*>(xq + 72);
+  if constexpr (P::kMin) {  // M = -(m . sums), then acc += d dx I + dmin dx M
 #pragma GCC unroll 8
-  for (int t = 0; t < 8; ++t) {
-    i[t] = _mm512_add_epi32(i[t], _mm512_mullo_epi32(s[t], sc1));
-    dpwssd_bcast(i[t], p32, xq + 80 + t);
-    acc[t] =
-        _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t])), _mm512_cvtepi32_ps(i[t]), acc[t]);
+    for (int t = 0; t < 8; ++t) {
+      i[t] = _mm512_add_epi32(i[t], _mm512_mullo_epi32(s[t], sc1));
+      __m512i m = _mm512_setzero_si512();
+      dpwssd_bcast(m, mins, xq + 80 + t);
+      const __m512 x = _mm512_set1_ps(dx[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, x), _mm512_cvtepi32_ps(i[t]), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, x), _mm512_cvtepi32_ps(m), acc[t]);
+    }
+  } else {
+    const __m512i p32 = _mm512_slli_epi16(pr, P::kOffsetShift);
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      i[t] = _mm512_add_epi32(i[t], _mm512_mullo_epi32(s[t], sc1));
+      dpwssd_bcast(i[t], p32, xq + 80 + t);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t])), _mm512_cvtepi32_ps(i[t]),
+                               acc[t]);
+    }
   }
 }
 
 template <int kBits, int... J>
-inline void q6_k_blocks8(const uint8_t* wb, const uint8_t* xp, __m512 dw, __m512* acc,
+inline void q6_k_blocks8(const uint8_t* wb, const uint8_t* xp, __m512 dw, __m512 dmin, __m512* acc,
                          std::integer_sequence<int, J...>) {
   (q6_k_block8<kBits, J>(wb, reinterpret_cast<const int32_t*>(xp + J * kQ8ATileBlockBytes), dw,
-                         acc),
+                         dmin, acc),
    ...);
 }
 
@@ -266,7 +301,11 @@ void q6_k_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int6
     const uint8_t* wb = w + b * P::kBytes;
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
-    q6_k_blocks8<kBits>(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, acc,
+    const __m512 dmin =
+        P::kMin
+            ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD + 32)))
+            : dw;
+    q6_k_blocks8<kBits>(wb, xp + 8 * b * kQ8ATileBlockBytes, dw, dmin, acc,
                         std::make_integer_sequence<int, 8>{});
   }
   store_tile(acc, y, ys, nr);
@@ -402,8 +441,13 @@ void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
     if (T == 1) prefetch_record_ahead<P::kBytes>(wb);
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
+    const __m512 dmin =
+        P::kMin
+            ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD + 32)))
+            : dw;
     const auto block = [&]<int J>() {
-      const __m512i pr = q6_k_pair<kBits>(wb, J);
+      __m512i mins;
+      const __m512i pr = q6_k_pair<kBits>(wb, J, &mins);
       __m512i i[T];
       const auto half = [&]<int H>() {
         __m512i s[T];
@@ -427,12 +471,19 @@ void q6_k_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, cons
       };
       half.template operator()<0>();
       half.template operator()<1>();
-      const __m512i p32 = _mm512_slli_epi16(pr, P::kOffsetShift);
       for (int t = 0; t < T; ++t) {
         const int64_t xb = t * xs + 8 * b + J;
-        i[t] = _mm512_dpwssd_epi32(i[t], p32, _mm512_set1_epi32(halves[xb]));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x[xb].d)),
-                                 _mm512_cvtepi32_ps(i[t]), acc[t]);
+        const __m512 xd = _mm512_set1_ps(x[xb].d);
+        if constexpr (P::kMin) {
+          const __m512i m =
+              _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins, _mm512_set1_epi32(halves[xb]));
+          acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(i[t]), acc[t]);
+          acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(m), acc[t]);
+        } else {
+          const __m512i p32 = _mm512_slli_epi16(pr, P::kOffsetShift);
+          i[t] = _mm512_dpwssd_epi32(i[t], p32, _mm512_set1_epi32(halves[xb]));
+          acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(i[t]), acc[t]);
+        }
       }
     };
     [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }
@@ -535,6 +586,8 @@ const GemmKernels* gemm_kernels_avx512() {
                   .q5_k_tile8 = &q5_k_tile8p};
     g.q3_k = &q6_k<3>;
     g.q3_k_tile8 = &q6_k_tile8p<3>;
+    g.q2_k = &q6_k<2>;
+    g.q2_k_tile8 = &q6_k_tile8p<2>;
     add_low_bit_tiles_avx512(g);
     return g;
   }();

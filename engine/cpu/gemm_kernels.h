@@ -98,10 +98,14 @@ struct GemmKernels {
   // Q3_K as q6_k (Q6_K's tiles on Q3_K's record), or null.
   GemmTileFn q3_k = nullptr;
   GemmTile8Fn q3_k_tile8 = nullptr;
+  // Q2_K as q6_k (Q6_K's tiles on Q2_K's record, with its mins), or null.
+  GemmTileFn q2_k = nullptr;
+  GemmTile8Fn q2_k_tile8 = nullptr;
 };
 
-/// Fill k's b32, iq4_xs (and, portable, q3_k) entries: the portable tiles (gemm_low_bit.cpp), the
-/// AVX-512 ones (gemm_avx512_low_bit.cpp, built where gemm_kernels_avx512() is).
+/// Fill k's b32, iq4_xs (and, portable, q3_k and q2_k) entries: the portable tiles
+/// (gemm_low_bit.cpp), the AVX-512 ones (gemm_avx512_low_bit.cpp, built where gemm_kernels_avx512()
+/// is).
 void add_low_bit_tiles_scalar(GemmKernels& k);
 void add_low_bit_tiles_avx512(GemmKernels& k);
 
@@ -112,8 +116,8 @@ void add_low_bit_tiles_avx512(GemmKernels& k);
 void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out);
 
 /// Repacks row group g (rows 16 g .. 16 g + 15, those past n_out as zeros) of a 32-element block
-/// type, IQ4_XS or Q3_K matrix into gd (gemm.h's layouts): nb blocks (or super-blocks) of rows
-/// of rs bytes at src.
+/// type, IQ4_XS, Q3_K or Q2_K matrix into gd (gemm.h's layouts): nb blocks (or super-blocks) of
+/// rows of rs bytes at src.
 void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g, int64_t nb,
                         int64_t n_out, uint8_t* gd);
 

@@ -1,5 +1,6 @@
 // The int8 GEMM's portable tiles and the repacking of the low-bit types: the 32-element block
-// types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), IQ4_XS and Q3_K (gemm.h has the layouts). The tiles
+// types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), IQ4_XS, Q3_K and Q2_K (gemm.h has the
+// layouts). The tiles
 // compute what the AVX-512 tiles (gemm_avx512_low_bit.cpp) compute, bit for bit
 // (-ffp-contract=off).
 #include <cmath>
@@ -199,6 +200,63 @@ void pack_q3_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
   }
 }
 
+// Q2_K: per super-block and activation block j, I_j = sum over s = 2j, 2j + 1 of sc_s S_s and
+// M_j = sum of m_s times the negated code sums (exact), then acc = fma(d_w d_x[j], I_j, acc) and
+// acc = fma(dmin_w d_x[j], M_j, acc).
+void q2_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
+                 float* y, int64_t ys, int nr, int nt) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* wb = w + b * kQ2_KGroupBlockBytes;
+        uint16_t hd, hm;
+        std::memcpy(&hd, wb + 1280 + 2 * r, sizeof hd);
+        std::memcpy(&hm, wb + 1312 + 2 * r, sizeof hm);
+        const float dw = fp16_to_fp32(hd), dmin = fp16_to_fp32(hm);
+        for (int j = 0; j < 8; ++j) {
+          const BlockQ8A& xb = x[t * xs + 8 * b + j];
+          int16_t neg[2];
+          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
+          int32_t isum = 0, msum = 0;
+          for (int h = 0; h < 2; ++h) {
+            const int s = 2 * j + h;
+            int32_t sum = 0;
+            for (int e = 16 * s; e < 16 * s + 16; ++e) {
+              const uint8_t two = wb[64 * ((e % 64) / 4) + 4 * r + e % 4];
+              sum += ((two >> (2 * (e / 64))) & 3) * xb.qs[e % 32];
+            }
+            const uint8_t sm = wb[1024 + 32 * j + 2 * r + h];
+            isum += (sm & 0x0F) * sum;
+            msum += (sm >> 4) * neg[h];
+          }
+          acc = std::fma(dw * xb.d, static_cast<float>(isum), acc);
+          acc = std::fma(dmin * xb.d, static_cast<float>(msum), acc);
+        }
+      }
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
+// Q2_K: the codes' 2-bit planes (the file's qs in Q3_K's layout), the scale bytes in pairs, d,
+// dmin.
+void pack_q2_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                     uint8_t* gd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + b * kQ2_KGroupBlockBytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      BlockQ2_K blk{};  // the padding rows: d = dmin = 0
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ2_K), sizeof blk);
+      pack_2bit_planes(blk.qs, r, out);
+      for (int j = 0; j < 8; ++j) std::memcpy(out + 1024 + 32 * j + 2 * r, blk.scales + 2 * j, 2);
+      std::memcpy(out + 1280 + 2 * r, &blk.d, sizeof blk.d);
+      std::memcpy(out + 1312 + 2 * r, &blk.dmin, sizeof blk.dmin);
+    }
+  }
+}
+
 }  // namespace
 
 void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out) {
@@ -215,6 +273,7 @@ void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out) {
 
 void add_low_bit_tiles_scalar(GemmKernels& k) {
   k.q3_k = &q3_k_scalar;
+  k.q2_k = &q2_k_scalar;
   k.b32[0] = &b32_scalar<0>;
   k.b32[1] = &b32_scalar<1>;
   k.b32[2] = &b32_scalar<2>;
@@ -238,6 +297,8 @@ void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g,
       return pack_b32_group<BlockIQ4_NL>(src, rs, g, nb, n_out, gd, kB32GroupBlockBytes[4]);
     case GgmlType::Q3_K:
       return pack_q3_k_group(src, rs, g, nb, n_out, gd);
+    case GgmlType::Q2_K:
+      return pack_q2_k_group(src, rs, g, nb, n_out, gd);
     default:
       return pack_iq4_xs_group(src, rs, g, nb, n_out, gd);
   }

@@ -2,7 +2,7 @@
 // of the 250M benchmark model, against the int8 dot-product probe. A tool, not a test.
 //
 //   gemm_bench [--tokens 512] [--threads 2] [--seconds 1] [--type Q8_0|Q4_K|Q5_K|Q6_K|Q4_0|Q4_1|
-//              Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q3_K] [--level scalar|avx2|avx512] [--matmul]
+//              Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q3_K|Q2_K] [--level scalar|avx2|avx512] [--matmul]
 //
 // --level runs another SIMD level than the CPU's best (types other than Q8_0 and Q4_K are
 // packed only where the level has their tiles: elsewhere the portable tile runs); --matmul times
@@ -40,7 +40,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   // The types with a repacked layout (at some SIMD level).
-  const std::string kTypes = "|Q8_0|Q4_K|Q5_K|Q6_K|Q4_0|Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q3_K|";
+  const std::string kTypes = "|Q8_0|Q4_K|Q5_K|Q6_K|Q4_0|Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q3_K|Q2_K|";
   int64_t tokens = 512;
   int threads = 2;
   double seconds = 1.0;

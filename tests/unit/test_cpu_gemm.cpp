@@ -46,17 +46,18 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, u
   const size_t bsz = row_size(type, type_traits(static_cast<uint32_t>(type))->block_size);
   const size_t d_at = type == GgmlType::Q6_K   ? offsetof(BlockQ6_K, d)
                       : type == GgmlType::Q3_K ? offsetof(BlockQ3_K, d)
+                      : type == GgmlType::Q2_K ? offsetof(BlockQ2_K, d)
                                                : 0;
-  // A second binary16 at byte 2: Q4_K's and Q5_K's dmin, Q4_1's and Q5_1's m (either sign).
-  const bool second = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q4_1 ||
-                      type == GgmlType::Q5_1;
+  // A second binary16 after d: Q2_K's, Q4_K's and Q5_K's dmin, Q4_1's and Q5_1's m (either sign).
+  const bool second = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q2_K ||
+                      type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
   for (size_t off = 0; off < bytes.size(); off += bsz) {
     const uint16_t h = fp32_to_fp16(d(rng));
     const float m = d(rng);
     const uint16_t hm = fp32_to_fp16(
         type == GgmlType::Q4_1 || type == GgmlType::Q5_1 ? (rng() % 2 != 0 ? -8 * m : 4 * m) : m);
     std::memcpy(bytes.data() + off + d_at, &h, 2);
-    if (second) std::memcpy(bytes.data() + off + 2, &hm, 2);
+    if (second) std::memcpy(bytes.data() + off + d_at + 2, &hm, 2);
   }
   return bytes;
 }
@@ -72,24 +73,26 @@ struct Case {
 constexpr GgmlType Q8 = GgmlType::Q8_0, Q4K = GgmlType::Q4_K, Q5K = GgmlType::Q5_K,
                    Q6K = GgmlType::Q6_K, Q40 = GgmlType::Q4_0, Q41 = GgmlType::Q4_1,
                    Q50 = GgmlType::Q5_0, Q51 = GgmlType::Q5_1, IQ4NL = GgmlType::IQ4_NL,
-                   IQ4XS = GgmlType::IQ4_XS, Q3K = GgmlType::Q3_K;
+                   IQ4XS = GgmlType::IQ4_XS, Q3K = GgmlType::Q3_K, Q2K = GgmlType::Q2_K;
 // The types whose GEMM takes the matvec's BlockQ8A codes (gemm.h).
 bool b32_type(GgmlType t) {
   return t == Q40 || t == Q41 || t == Q50 || t == Q51 || t == IQ4NL || t == IQ4XS;
 }
 const Case kCases[] = {
-    {Q8, 32, 1, 1},        {Q8, 32, 15, 3},     {Q8, 96, 16, 8},     {Q8, 224, 17, 9},
-    {Q8, 224, 33, 13},     {Q8, 1024, 50, 1},   {Q8, 1024, 64, 67},  {Q8, 2816, 31, 5},
-    {Q8, 256, 200, 130},   {Q4K, 256, 1, 1},    {Q4K, 256, 15, 3},   {Q4K, 512, 17, 5},
-    {Q4K, 1024, 33, 9},    {Q4K, 2816, 16, 4},  {Q4K, 768, 70, 67},  {Q5K, 256, 1, 1},
-    {Q5K, 512, 17, 9},     {Q5K, 1024, 33, 13}, {Q5K, 2816, 16, 3},  {Q5K, 768, 70, 67},
-    {Q6K, 256, 1, 1},      {Q6K, 256, 15, 3},   {Q6K, 512, 17, 9},   {Q6K, 1024, 33, 13},
-    {Q6K, 2816, 16, 8},    {Q6K, 768, 70, 67},  {Q40, 32, 1, 1},     {Q40, 96, 17, 9},
-    {Q40, 1024, 33, 13},   {Q40, 2816, 16, 3},  {Q41, 32, 15, 2},    {Q41, 224, 33, 67},
-    {Q41, 1024, 16, 8},    {Q50, 32, 1, 1},     {Q50, 224, 17, 9},   {Q50, 2816, 33, 13},
-    {Q51, 64, 15, 3},      {Q51, 1024, 70, 67}, {IQ4NL, 32, 1, 1},   {IQ4NL, 224, 17, 9},
-    {IQ4NL, 1024, 33, 67}, {IQ4XS, 256, 1, 1},  {IQ4XS, 512, 17, 9}, {IQ4XS, 1024, 33, 13},
-    {IQ4XS, 2816, 16, 3},  {IQ4XS, 768, 70, 67}};
+    {Q8, 32, 1, 1},        {Q8, 32, 15, 3},      {Q8, 96, 16, 8},     {Q8, 224, 17, 9},
+    {Q8, 224, 33, 13},     {Q8, 1024, 50, 1},    {Q8, 1024, 64, 67},  {Q8, 2816, 31, 5},
+    {Q8, 256, 200, 130},   {Q4K, 256, 1, 1},     {Q4K, 256, 15, 3},   {Q4K, 512, 17, 5},
+    {Q4K, 1024, 33, 9},    {Q4K, 2816, 16, 4},   {Q4K, 768, 70, 67},  {Q5K, 256, 1, 1},
+    {Q5K, 512, 17, 9},     {Q5K, 1024, 33, 13},  {Q5K, 2816, 16, 3},  {Q5K, 768, 70, 67},
+    {Q6K, 256, 1, 1},      {Q6K, 256, 15, 3},    {Q6K, 512, 17, 9},   {Q6K, 1024, 33, 13},
+    {Q6K, 2816, 16, 8},    {Q6K, 768, 70, 67},   {Q40, 32, 1, 1},     {Q40, 96, 17, 9},
+    {Q40, 1024, 33, 13},   {Q40, 2816, 16, 3},   {Q41, 32, 15, 2},    {Q41, 224, 33, 67},
+    {Q41, 1024, 16, 8},    {Q50, 32, 1, 1},      {Q50, 224, 17, 9},   {Q50, 2816, 33, 13},
+    {Q51, 64, 15, 3},      {Q51, 1024, 70, 67},  {IQ4NL, 32, 1, 1},   {IQ4NL, 224, 17, 9},
+    {IQ4NL, 1024, 33, 67}, {IQ4XS, 256, 1, 1},   {IQ4XS, 512, 17, 9}, {IQ4XS, 1024, 33, 13},
+    {IQ4XS, 2816, 16, 3},  {IQ4XS, 768, 70, 67}, {Q3K, 256, 1, 1},    {Q3K, 512, 17, 9},
+    {Q3K, 1024, 33, 13},   {Q3K, 2816, 16, 3},   {Q3K, 768, 70, 67},  {Q2K, 256, 1, 1},
+    {Q2K, 512, 17, 9},     {Q2K, 1024, 33, 13},  {Q2K, 2816, 16, 3},  {Q2K, 768, 70, 67}};
 
 // Per element: sum_i |w_i x_i| with dequantized weights and unquantized activations.
 double abs_dot(const std::vector<float>& wd, const float* x, int64_t n_in, int64_t r) {
@@ -181,7 +184,7 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
 
 TEST(CpuGemm, MatchesFloat64) {
   ThreadPool pool(2);
-  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K, Q2K}) {
     SCOPED_TRACE(type_name(static_cast<uint32_t>(type)));
     const int64_t n_in = 1024, n_out = 77, n_tokens = 21;
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 3);
@@ -241,7 +244,7 @@ TEST(CpuGemm, TokenAndThreadCountsDoNotChangeResults) {
   const int64_t n_in = 768, n_out = 301, n_tokens = 75;
   std::mt19937 rng(6);
   const std::vector<float> X = gaussian(rng, n_tokens * n_in);
-  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K}) {
+  for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K, Q2K}) {
     const std::vector<uint8_t> W = random_matrix(type, n_in, n_out, 9);
     for (SimdLevel level : test::supported_simd_levels()) {
       test::SimdLevelScope scope(level);
@@ -340,12 +343,13 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   // (avx512) only.
   for (SimdLevel level : test::supported_simd_levels()) {
     test::SimdLevelScope scope(level);
-    for (GgmlType t : {Q3K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS}) {
+    for (GgmlType t : {Q2K, Q3K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS}) {
       EXPECT_EQ(gemm_packable(t), level == SimdLevel::Avx512)
           << simd_level_name(level) << " " << type_name(static_cast<uint32_t>(t));
     }
     EXPECT_TRUE(gemm_packable(GgmlType::Q8_0) && gemm_packable(GgmlType::Q4_K));
-    EXPECT_FALSE(gemm_packable(GgmlType::Q2_K) || gemm_packable(GgmlType::F16));
+    EXPECT_FALSE(gemm_packable(GgmlType::F16) || gemm_packable(GgmlType::BF16) ||
+                 gemm_packable(GgmlType::F32));
   }
   // Not one of the matrices (the F32 embeddings, a norm vector): no packed form.
   EXPECT_EQ(a->get(*model.token_embd, pool), nullptr);
