@@ -72,10 +72,11 @@ void pack_b32_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_
       if constexpr (kQh) {
         uint32_t qh;
         std::memcpy(&qh, blk.qh, sizeof qh);
-        for (int j = 0; j < 4; ++j) {
-          uint32_t v = 0;
-          for (int k = 0; k < 8; ++k) v |= ((qh >> (4 * k + j)) & 1u) << k;
-          out[256 + 4 * r + j] = static_cast<uint8_t>(v);
+        for (int j = 0; j < 4; ++j) {  // bits j, j + 4, ..., j + 28 of qh to bits 0..7
+          uint32_t v = (qh >> j) & 0x11111111u;
+          v = (v | (v >> 3)) & 0x03030303u;
+          v = (v | (v >> 6)) & 0x000F000Fu;
+          out[256 + 4 * r + j] = static_cast<uint8_t>(v | (v >> 12));
         }
       }
       std::memcpy(out + kD + 2 * r, &blk.d, sizeof blk.d);
