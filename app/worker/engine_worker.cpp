@@ -57,6 +57,23 @@ std::string answer_text(const std::string& generated) {
       std::string_view(generated).substr(0, unicode::complete_utf8_prefix(generated)), unused);
 }
 
+std::string AnswerStream::add(const std::string& piece) {
+  pending_ += piece;
+  // Bytes before the held incomplete character are final: an incomplete sequence among them is
+  // one a new character's first byte interrupted (U+FFFD), not a character cut at the end.
+  const size_t k = unicode::complete_utf8_prefix(pending_);
+  std::vector<uint32_t> unused;
+  std::string out = unicode::sanitize_utf8(std::string_view(pending_).substr(0, k), unused);
+  pending_.erase(0, k);
+  return out;
+}
+
+std::string AnswerStream::finish() {
+  std::string out = answer_text(pending_);
+  pending_.clear();
+  return out;
+}
+
 // The title the app shows for a document (its name, else the cleaned title).
 const std::string& shown(const DocumentText& doc) {
   return doc.shown_title.empty() ? doc.title : doc.shown_title;
@@ -307,7 +324,8 @@ struct EngineWorker::Core final : QObject {
       emit o->answerStarted(chat_id, doc_id, t);
     });
 
-    std::string answer, pending;
+    std::string answer;
+    AnswerStream stream;
     SessionUsage last_usage;
     TelemetrySample prev;
     bool have_prev = false;
@@ -326,12 +344,9 @@ struct EngineWorker::Core final : QObject {
     cb.note = [this](const std::string& n) { post_note(n); };
     cb.piece = [&](const std::string& p) {
       answer += p;
-      pending += p;
       // Streamed by the rule the stored answer follows (answer_text), so the pieces add up to it.
-      const size_t k = unicode::complete_utf8_prefix(pending);
-      if (k > 0) {
-        QString text = qs(answer_text(pending.substr(0, k)));
-        pending.erase(0, k);
+      if (const std::string part = stream.add(p); !part.empty()) {
+        QString text = qs(part);
         post([o, text] { emit o->piece(text); });
       }
       if (params.piece_hook) params.piece_hook();
@@ -379,8 +394,8 @@ struct EngineWorker::Core final : QObject {
       }
     };
     auto res = ask_library_document(*engine, *lib, ask, cb, part_start);
-    if (last_usage.n_past > 0) publish(last_usage, true);                // the run's last state
-    if (const std::string tail = answer_text(pending); !tail.empty()) {  // a cut character: none
+    if (last_usage.n_past > 0) publish(last_usage, true);           // the run's last state
+    if (const std::string tail = stream.finish(); !tail.empty()) {  // a cut character: none
       QString text = qs(tail);
       post([o, text] { emit o->piece(text); });
     }

@@ -125,6 +125,19 @@ std::string selection_chat_title(std::vector<int64_t> doc_ids);
 /// are one valid UTF-8 text. The streamed pieces follow the same rule, so they add up to it.
 std::string answer_text(const std::string& generated);
 
+/// The streamed pieces of an answer by answer_text()'s rule: add() returns the text of the bytes
+/// that are final (all but a character still incomplete at the end), finish() the rest. Whatever
+/// the splits, the concatenation of all returned pieces is answer_text() of all added bytes (a
+/// byte sequence that a new character's first byte interrupts is U+FFFD, not dropped).
+class AnswerStream {
+ public:
+  std::string add(const std::string& piece);
+  std::string finish();
+
+ private:
+  std::string pending_;
+};
+
 class EngineWorker final : public QObject {
   Q_OBJECT
   Q_DISABLE_COPY_MOVE(EngineWorker)

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -156,6 +157,39 @@ TEST(AnswerText, DropsACutCharacterAndReplacesStrayBytes) {
             "a\xEF\xBF\xBD"
             "b\xEF\xBF\xBD");
   EXPECT_EQ(answer_text(""), "");
+}
+
+// The streamed pieces add up to the stored answer whatever the splits: random bytes (stray
+// bytes, lead bytes interrupted by other lead bytes, whole and cut characters) split at random.
+TEST(AnswerText, StreamedPiecesAddUpToTheAnswerWhateverTheSplits) {
+  std::mt19937 rng(7);
+  const std::string alphabet[] = {"a",    "\xE2", "\x82", "\xAC", "\xF0", "\x9F", "\x98",
+                                  "\x80", "\xC3", "\xA9", "\xFF", "\xED", "\xA0", " "};
+  // The case the chat test met: a lead byte, then another character's lead byte.
+  {
+    AnswerStream st;
+    std::string got = st.add("x\xE2");
+    got += st.add("\xE2");  // the first lead byte is final now: U+FFFD
+    got += st.add("\x82\xAC");
+    got += st.finish();
+    EXPECT_EQ(got, answer_text("x\xE2\xE2\x82\xAC"));
+    EXPECT_EQ(got, "x\xEF\xBF\xBD\xE2\x82\xAC");
+  }
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string all;
+    AnswerStream st;
+    std::string got;
+    const int n_pieces = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n_pieces; ++i) {
+      std::string piece;
+      const int len = static_cast<int>(rng() % 4);
+      for (int j = 0; j < len; ++j) piece += alphabet[rng() % std::size(alphabet)];
+      all += piece;
+      got += st.add(piece);
+    }
+    got += st.finish();
+    ASSERT_EQ(got, answer_text(all)) << "trial " << trial;
+  }
 }
 
 TEST(Telemetry, CsvRowHasAColumnPerHeaderField) {
