@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   c_tok->add_option("-m,--model", tok.model, "GGUF file (a vocabulary-only file is enough)")
       ->required();
   auto* o_p = c_tok->add_option("-p,--prompt", tok.prompt, "Text to tokenize");
-  auto* o_f = c_tok->add_option("--file", tok.file, "Read the text from a file, byte for byte");
+  auto* o_f = c_tok->add_option("-f,--file", tok.file, "Read the text from a file, byte for byte");
   o_p->excludes(o_f);
   c_tok->add_flag("--no-bos", tok.no_bos, "Add no special tokens at all (no BOS, no EOS)");
   c_tok->add_flag("--parse-special", tok.parse_special,
