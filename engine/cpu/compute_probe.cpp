@@ -123,7 +123,12 @@ __attribute__((noinline)) Work dot_scalar(int64_t iters) {
   volatile int8_t vu = 3, vs = -2;
   const int32_t u = vu, s8 = vs;
   for (int64_t i = 0; i < iters; ++i) {
-    for (int c = 0; c < kChains; ++c) a[c] += u * (s8 + c);
+    for (int c = 0; c < kChains; ++c) {
+      a[c] += u * (s8 + c);
+      // Opaque to the optimizer: without it GCC sums the loop in closed form, and the probe
+      // reported some 1e18 GOP/s at the scalar level.
+      __asm__("" : "+r"(a[c]));
+    }
   }
   int64_t s = 0;
   for (int32_t x : a) s += x;
