@@ -84,43 +84,6 @@ void q4_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8K256* x, int64_t xs,
   }
 }
 
-// Q6_K: per super-block and 32-element activation block j, I_j = sum over sub-blocks s = 2j,
-// 2j + 1 of sc_s (S_s - 32 half_s) in integers (|I_j| < 2^24: exact in float), then one FMA.
-void q6_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
-                 float* y, int64_t ys, int nr, int nt) {
-  for (int t = 0; t < nt; ++t) {
-    for (int r = 0; r < nr; ++r) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* wb = w + b * kQ6_KGroupBlockBytes;
-        uint16_t hd;
-        std::memcpy(&hd, wb + 3328 + 2 * r, sizeof hd);
-        const float dw = fp16_to_fp32(hd);
-        for (int j = 0; j < 8; ++j) {
-          const BlockQ8A& xb = x[t * xs + 8 * b + j];
-          int16_t neg[2];
-          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
-          int32_t i32 = 0;
-          for (int h = 0; h < 2; ++h) {
-            const int s = 2 * j + h;
-            int32_t sum = 0;
-            for (int e = 16 * s; e < 16 * s + 16; ++e) {
-              const uint8_t lo = wb[64 * ((e % 128) / 4) + 4 * r + e % 4];
-              const uint8_t hi = wb[2048 + 64 * ((e % 64) / 4) + 4 * r + e % 4];
-              const int q = (e < 128 ? lo & 0x0F : lo >> 4) | (((hi >> (2 * (e / 64))) & 3) << 4);
-              sum += q * xb.qs[e % 32];
-            }
-            const auto sc = static_cast<int8_t>(wb[3072 + 32 * j + 2 * r + h]);
-            i32 += sc * sum + 32 * sc * neg[h];
-          }
-          acc = std::fma(dw * xb.d, static_cast<float>(i32), acc);
-        }
-      }
-      y[t * ys + r] = acc;
-    }
-  }
-}
-
 // Q5_K: per 32-element sub-block j, S_j = sum of q x (q the 5-bit codes) in integers, then
 // acc = fma(d_x, float(S_j) * (d_w sc_j), acc) and acc = fma(-(dmin_w m_j), s_x, acc).
 void q5_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t*,
@@ -160,7 +123,6 @@ const GemmKernels kScalar = [] {
                 .max_tokens_k = 4,
                 .max_tokens = 4,
                 .uses_comp = false,
-                .q6_k = &q6_k_scalar,
                 .max_tokens_6 = 4,
                 .q5_k = &q5_k_scalar};
   add_low_bit_tiles_scalar(k);
@@ -180,21 +142,18 @@ void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
 
 void pack_q8_0_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                      uint8_t* gd) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * kQ8_0GroupBlockBytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      BlockQ8_0 blk{};  // the padding rows: d = 0, codes 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ8_0), sizeof blk);
-      for (int k = 0; k < 8; ++k) {  // 4 codes at a time, sign bits flipped
-        uint32_t v;
-        std::memcpy(&v, blk.qs + 4 * k, sizeof v);
-        v ^= 0x80808080u;
-        std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
-      }
-      std::memcpy(out + 512 + 2 * r, &blk.d, sizeof blk.d);
-    }
-  }
+  // The padding rows: d = 0, codes 0.
+  for_each_group_block<BlockQ8_0>(src, rs, g, nb, n_out, gd, kQ8_0GroupBlockBytes,
+                                  [&](const BlockQ8_0& blk, int r, uint8_t* out) {
+                                    for (int k = 0; k < 8;
+                                         ++k) {  // 4 codes at a time, sign bits flipped
+                                      uint32_t v;
+                                      std::memcpy(&v, blk.qs + 4 * k, sizeof v);
+                                      v ^= 0x80808080u;
+                                      std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
+                                    }
+                                    std::memcpy(out + 512 + 2 * r, &blk.d, sizeof blk.d);
+                                  });
 }
 
 // Q4_K, and Q5_K (its codes' low 4 bits in Q4_K's record, the 5th bits after it).
@@ -202,40 +161,38 @@ template <bool kFive>
 void pack_q45_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                       uint8_t* gd) {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * (kFive ? kQ5_KGroupBlockBytes : kQ4_KGroupBlockBytes);
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      Block blk{};  // the padding rows: d = dmin = 0, codes and scales 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(Block), sizeof blk);
-      uint8_t q[256];  // the element codes' low 4 bits in order
-      for (int c = 0; c < 4; ++c) {
-        for (int l = 0; l < 32; ++l) {
-          q[64 * c + l] = blk.qs[32 * c + l] & 0x0F;
-          q[64 * c + 32 + l] = blk.qs[32 * c + l] >> 4;
+  // The padding rows: d = dmin = 0, codes and scales 0.
+  for_each_group_block<Block>(
+      src, rs, g, nb, n_out, gd, kFive ? kQ5_KGroupBlockBytes : kQ4_KGroupBlockBytes,
+      [&](const Block& blk, int r, uint8_t* out) {
+        uint8_t q[256];  // the element codes' low 4 bits in order
+        for (int c = 0; c < 4; ++c) {
+          for (int l = 0; l < 32; ++l) {
+            q[64 * c + l] = blk.qs[32 * c + l] & 0x0F;
+            q[64 * c + 32 + l] = blk.qs[32 * c + l] >> 4;
+          }
         }
-      }
-      if constexpr (kFive) {  // the 5th bit of element e is bit e / 32 of qh[e % 32]
-        for (int gr = 0; gr < 8; ++gr) {
-          for (int j = 0; j < 4; ++j)
-            out[kQ4_KGroupBlockBytes + 64 * gr + 4 * r + j] = blk.qh[4 * gr + j];
+        if constexpr (kFive) {  // the 5th bit of element e is bit e / 32 of qh[e % 32]
+          for (int gr = 0; gr < 8; ++gr) {
+            for (int j = 0; j < 4; ++j)
+              out[kQ4_KGroupBlockBytes + 64 * gr + 4 * r + j] = blk.qh[4 * gr + j];
+          }
         }
-      }
-      for (int k = 0; k < 32; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          out[64 * k + 4 * r + j] = static_cast<uint8_t>(q[4 * k + j] | (q[128 + 4 * k + j] << 4));
+        for (int k = 0; k < 32; ++k) {
+          for (int j = 0; j < 4; ++j) {
+            out[64 * k + 4 * r + j] =
+                static_cast<uint8_t>(q[4 * k + j] | (q[128 + 4 * k + j] << 4));
+          }
         }
-      }
-      for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        scale_min_k4(j, blk.scales, sc, m);
-        out[2048 + 16 * j + r] = sc;
-        out[2176 + 32 * (j / 2) + 2 * r + j % 2] = m;
-      }
-      std::memcpy(out + 2304 + 2 * r, &blk.d, sizeof blk.d);
-      std::memcpy(out + 2336 + 2 * r, &blk.dmin, sizeof blk.dmin);
-    }
-  }
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          scale_min_k4(j, blk.scales, sc, m);
+          out[2048 + 16 * j + r] = sc;
+          out[2176 + 32 * (j / 2) + 2 * r + j % 2] = m;
+        }
+        std::memcpy(out + 2304 + 2 * r, &blk.d, sizeof blk.d);
+        std::memcpy(out + 2336 + 2 * r, &blk.dmin, sizeof blk.dmin);
+      });
 }
 
 // Q6_K: the low 4 bits of element e of a 128-element half h sit in ql[64 h + e % 64], low nibble
@@ -249,24 +206,21 @@ void pack_q6_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64
     std::memcpy(&w, p, sizeof w);
     return w;
   };
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * kQ6_KGroupBlockBytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      BlockQ6_K blk{};  // the padding rows: d = 0, codes and scales 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ6_K), sizeof blk);
-      constexpr uint32_t m4 = 0x0F0F0F0Fu;
-      for (int k = 0; k < 32; ++k) {
-        const uint32_t v =
-            k < 16 ? (word(blk.ql + 4 * k) & m4) | ((word(blk.ql + 64 + 4 * k) & m4) << 4)
-                   : ((word(blk.ql + 4 * k - 64) >> 4) & m4) | (word(blk.ql + 4 * k) & ~m4);
-        std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
-      }
-      pack_2bit_planes(blk.qh, r, out + 2048);
-      for (int j = 0; j < 8; ++j) std::memcpy(out + 3072 + 32 * j + 2 * r, blk.scales + 2 * j, 2);
-      std::memcpy(out + 3328 + 2 * r, &blk.d, sizeof blk.d);
-    }
-  }
+  // The padding rows: d = 0, codes and scales 0.
+  for_each_group_block<BlockQ6_K>(
+      src, rs, g, nb, n_out, gd, kQ6_KGroupBlockBytes,
+      [&](const BlockQ6_K& blk, int r, uint8_t* out) {
+        constexpr uint32_t m4 = 0x0F0F0F0Fu;
+        for (int k = 0; k < 32; ++k) {
+          const uint32_t v =
+              k < 16 ? (word(blk.ql + 4 * k) & m4) | ((word(blk.ql + 64 + 4 * k) & m4) << 4)
+                     : ((word(blk.ql + 4 * k - 64) >> 4) & m4) | (word(blk.ql + 4 * k) & ~m4);
+          std::memcpy(out + 64 * k + 4 * r, &v, sizeof v);
+        }
+        pack_2bit_planes(blk.qh, r, out + 2048);
+        for (int j = 0; j < 8; ++j) std::memcpy(out + 3072 + 32 * j + 2 * r, blk.scales + 2 * j, 2);
+        std::memcpy(out + 3328 + 2 * r, &blk.d, sizeof blk.d);
+      });
 }
 
 const GemmKernels& active_kernels() {

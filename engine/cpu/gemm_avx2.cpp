@@ -15,12 +15,6 @@
 namespace spw::cpu {
 namespace {
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // Writes rows 8h .. min(nr, 8h + 8) of T tokens' accumulators.
 template <int T>
 void store_rows(const __m256 (&acc)[T], float* y, int64_t ys, int h, int nr) {

@@ -50,6 +50,49 @@ inline __m512i b32_table() {
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
 }
 
+// Slot S's exact integer sums of one 32-element block wb (a b32 record, or an IQ4_XS sub-block's
+// planes) for the 8 tokens of a packed tile record xq: -offset x the token's code sum (VPDPWSSD
+// of (offset, offset) against its negated halves) + the VPDPBUSDs of the 8 operands.
+template <int S>
+inline void b32_sums8(const uint8_t* wb, const int32_t* xq, __m512i table, __m512i (&s)[8]) {
+  const __m512i off = _mm512_set1_epi32(B32<S>::kOffset * 0x10001);
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) {
+    s[t] = _mm512_setzero_si512();
+    if constexpr (B32<S>::kOffset != 0) dpwssd_bcast(s[t], off, xq + 80 + t);
+  }
+  dpbusd_tile8(s, b32_operand<S, 0>(wb, table), xq);
+  dpbusd_tile8(s, b32_operand<S, 1>(wb, table), xq + 8);
+  dpbusd_tile8(s, b32_operand<S, 2>(wb, table), xq + 16);
+  dpbusd_tile8(s, b32_operand<S, 3>(wb, table), xq + 24);
+  dpbusd_tile8(s, b32_operand<S, 4>(wb, table), xq + 32);
+  dpbusd_tile8(s, b32_operand<S, 5>(wb, table), xq + 40);
+  dpbusd_tile8(s, b32_operand<S, 6>(wb, table), xq + 48);
+  dpbusd_tile8(s, b32_operand<S, 7>(wb, table), xq + 56);
+}
+
+// The same sums for T tokens of BlockQ8A blocks: token t's block at x[t * xs], its negated
+// halves at halves[t * xs].
+template <int S, int T>
+inline void b32_sums(const uint8_t* wb, const BlockQ8A* x, const int32_t* halves, int64_t xs,
+                     __m512i table, __m512i (&s)[T]) {
+  const __m512i off = _mm512_set1_epi32(B32<S>::kOffset * 0x10001);
+  for (int t = 0; t < T; ++t) {
+    s[t] = _mm512_setzero_si512();
+    if constexpr (B32<S>::kOffset != 0)
+      s[t] = _mm512_dpwssd_epi32(s[t], off, _mm512_set1_epi32(halves[t * xs]));
+  }
+  const auto op = [&]<int K>() {
+    const __m512i v = b32_operand<S, K>(wb, table);
+    for (int t = 0; t < T; ++t) {
+      const __m512i xv = _mm512_set1_epi32(load_i32(x[t * xs].qs + 4 * K));
+      s[t] = _mm512_dpbusd_epi32(s[t], v, xv);
+    }
+  };
+  [&]<int... K>(std::integer_sequence<int, K...>) { (op.template operator()<K>(), ...); }
+  (std::make_integer_sequence<int, 8>{});
+}
+
 // Slot S over packed 8-token BlockQ8A tiles (kQ8ATileBlockBytes): per block, S_t = -offset x
 // (the token's code sum, VPDPWSSD of (offset, offset) against its negated halves) + the
 // VPDPBUSDs of the 8 operands, exact; then acc = fma(d_w d_x, float(S), acc), and for Q4_1 /
@@ -58,26 +101,13 @@ template <int S>
 void b32_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
   using P = B32<S>;
   const __m512i table = P::kTable ? b32_table() : _mm512_setzero_si512();
-  const __m512i off = _mm512_set1_epi32(P::kOffset * 0x10001);
   __m512 acc[8];
   for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * P::kBytes;
     const auto* xq = reinterpret_cast<const int32_t*>(xp + b * kQ8ATileBlockBytes);
     __m512i s[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      s[t] = _mm512_setzero_si512();
-      if constexpr (P::kOffset != 0) dpwssd_bcast(s[t], off, xq + 80 + t);
-    }
-    dpbusd_tile8(s, b32_operand<S, 0>(wb, table), xq);
-    dpbusd_tile8(s, b32_operand<S, 1>(wb, table), xq + 8);
-    dpbusd_tile8(s, b32_operand<S, 2>(wb, table), xq + 16);
-    dpbusd_tile8(s, b32_operand<S, 3>(wb, table), xq + 24);
-    dpbusd_tile8(s, b32_operand<S, 4>(wb, table), xq + 32);
-    dpbusd_tile8(s, b32_operand<S, 5>(wb, table), xq + 40);
-    dpbusd_tile8(s, b32_operand<S, 6>(wb, table), xq + 48);
-    dpbusd_tile8(s, b32_operand<S, 7>(wb, table), xq + 56);
+    b32_sums8<S>(wb, xq, table, s);
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
     const auto* dx = reinterpret_cast<const float*>(xq + 72);
@@ -104,27 +134,13 @@ void b32_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const
               float* y, int64_t ys, int nr) {
   using P = B32<S>;
   const __m512i table = P::kTable ? b32_table() : _mm512_setzero_si512();
-  const __m512i off = _mm512_set1_epi32(P::kOffset * 0x10001);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * P::kBytes;
     if (T == 1) _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * P::kBytes), _MM_HINT_T0);
     __m512i s[T];
-    for (int t = 0; t < T; ++t) {
-      s[t] = _mm512_setzero_si512();
-      if constexpr (P::kOffset != 0)
-        s[t] = _mm512_dpwssd_epi32(s[t], off, _mm512_set1_epi32(halves[t * xs + b]));
-    }
-    const auto op = [&]<int K>() {
-      const __m512i v = b32_operand<S, K>(wb, table);
-      for (int t = 0; t < T; ++t) {
-        const __m512i xv = _mm512_set1_epi32(load_i32(x[t * xs + b].qs + 4 * K));
-        s[t] = _mm512_dpbusd_epi32(s[t], v, xv);
-      }
-    };
-    [&]<int... K>(std::integer_sequence<int, K...>) { (op.template operator()<K>(), ...); }
-    (std::make_integer_sequence<int, 8>{});
+    b32_sums<S, T>(wb, x + b, halves + b, xs, table, s);
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + P::kD)));
     for (int t = 0; t < T; ++t) {
@@ -155,7 +171,6 @@ void b32(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int3
 // (|I_j| < 2^24), then acc = fma(d_w d_x[j], float(I_j), acc).
 void iq4_xs_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, int64_t ys, int nr) {
   const __m512i table = b32_table();
-  const __m512i off = _mm512_set1_epi32(128 * 0x10001);
   __m512 acc[8];
   for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -163,22 +178,9 @@ void iq4_xs_tile8p(const uint8_t* w, int64_t nb, const uint8_t* xp, float* y, in
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2176)));
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* wj = wb + 256 * j;
       const auto* xq = reinterpret_cast<const int32_t*>(xp + (8 * b + j) * kQ8ATileBlockBytes);
       __m512i s[8];
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        s[t] = _mm512_setzero_si512();
-        dpwssd_bcast(s[t], off, xq + 80 + t);
-      }
-      dpbusd_tile8(s, b32_operand<4, 0>(wj, table), xq);
-      dpbusd_tile8(s, b32_operand<4, 1>(wj, table), xq + 8);
-      dpbusd_tile8(s, b32_operand<4, 2>(wj, table), xq + 16);
-      dpbusd_tile8(s, b32_operand<4, 3>(wj, table), xq + 24);
-      dpbusd_tile8(s, b32_operand<4, 4>(wj, table), xq + 32);
-      dpbusd_tile8(s, b32_operand<4, 5>(wj, table), xq + 40);
-      dpbusd_tile8(s, b32_operand<4, 6>(wj, table), xq + 48);
-      dpbusd_tile8(s, b32_operand<4, 7>(wj, table), xq + 56);
+      b32_sums8<4>(wb + 256 * j, xq, table, s);  // IQ4_NL's sums on sub-block j's planes
       const __m512i sc = _mm512_cvtepi8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2048 + 16 * j)));
       const auto* dx = reinterpret_cast<const float*>(xq + 72);
@@ -198,7 +200,6 @@ template <int T>
 void iq4_xs_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
                  float* y, int64_t ys, int nr) {
   const __m512i table = b32_table();
-  const __m512i off = _mm512_set1_epi32(128 * 0x10001);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -207,20 +208,8 @@ void iq4_xs_tile(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, co
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2176)));
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* wj = wb + 256 * j;
       __m512i s[T];
-      for (int t = 0; t < T; ++t)
-        s[t] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), off,
-                                   _mm512_set1_epi32(halves[t * xs + 8 * b + j]));
-      const auto op = [&]<int K>() {
-        const __m512i v = b32_operand<4, K>(wj, table);
-        for (int t = 0; t < T; ++t) {
-          const __m512i xv = _mm512_set1_epi32(load_i32(x[t * xs + 8 * b + j].qs + 4 * K));
-          s[t] = _mm512_dpbusd_epi32(s[t], v, xv);
-        }
-      };
-      [&]<int... K>(std::integer_sequence<int, K...>) { (op.template operator()<K>(), ...); }
-      (std::make_integer_sequence<int, 8>{});
+      b32_sums<4, T>(wb + 256 * j, x + 8 * b + j, halves + 8 * b + j, xs, table, s);
       const __m512i sc = _mm512_cvtepi8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2048 + 16 * j)));
       for (int t = 0; t < T; ++t) {

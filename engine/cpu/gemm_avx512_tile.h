@@ -11,16 +11,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 namespace spw::cpu {
 namespace {
-
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Rows r < nr (1..16) of T tokens' accumulators to y[t * ys + r].
 template <int T>

@@ -1,12 +1,14 @@
 // Internal to engine/cpu: the int8 GEMM micro-kernels each SIMD level provides (gemm.h has
 // the layout and the arithmetic they share). Plain declarations only, as kernels.h (which says
-// why: this header is included by units compiled with -mavx2 / -mavx512*), but for one helper
-// of internal linkage.
+// why: this header is included by units compiled with -mavx2 / -mavx512*), but for the helpers
+// of internal linkage below.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
 #include "engine/gguf/ggml_types.h"
 
@@ -103,7 +105,7 @@ struct GemmKernels {
   GemmTile8Fn q2_k_tile8 = nullptr;
 };
 
-/// Fill k's b32, iq4_xs (and, portable, q3_k and q2_k) entries: the portable tiles
+/// Fill k's b32, iq4_xs, q3_k and q2_k entries (and, portable, q6_k's): the portable tiles
 /// (gemm_low_bit.cpp), the AVX-512 ones (gemm_avx512_low_bit.cpp, built where gemm_kernels_avx512()
 /// is).
 void add_low_bit_tiles_scalar(GemmKernels& k);
@@ -121,7 +123,7 @@ void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out);
 void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g, int64_t nb,
                         int64_t n_out, uint8_t* gd);
 
-// Internal linkage (unnamed namespace): a definition that each including unit compiles with its
+// Internal linkage (unnamed namespace): definitions that each including unit compiles with its
 // own flags, never one unit's AVX-512 code picked by the linker for another (kernels.h).
 namespace {
 /// The entry of `tiles` for `nt` tokens: tiles[i] takes i + 1 tokens, and nt past the last
@@ -129,6 +131,29 @@ namespace {
 template <typename Fn, std::size_t N>
 Fn tile_for(const Fn (&tiles)[N], int nt) {
   return tiles[(nt < static_cast<int>(N) ? nt : static_cast<int>(N)) - 1];
+}
+/// The walk of every repacking: fn(blk, r, out) for each block (super-block) b < nb and row
+/// r < 16 of row group g, blk row 16 g + r's block b as in the file (rows of W: rs bytes each at
+/// src; a row past n_out gives a zero block), out the group's record b (gd + b x record_bytes).
+template <typename Block, typename Fn>
+void for_each_group_block(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                          uint8_t* gd, size_t record_bytes, Fn&& fn) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = gd + static_cast<size_t>(b) * record_bytes;
+    for (int r = 0; r < kGemmGroupRows; ++r) {
+      const int64_t row = g * kGemmGroupRows + r;
+      Block blk{};
+      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(Block), sizeof blk);
+      fn(static_cast<const Block&>(blk), r, out);
+    }
+  }
+}
+
+/// The 4 activation codes at p as one int32 (the broadcast operand of a dot-product step).
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 }  // namespace
 

@@ -14,30 +14,40 @@
 namespace spw::cpu {
 namespace {
 
-// The 32-element block types (slot S of b32_slot()): the code of element e of row r, as the
-// u8 the VPDPBUSD operand holds (IQ4_NL: its value + 128), and the offset it carries.
+// Slot S of b32_slot(): the exact integer sum S of row r's 32-element block wb (a b32 record, or
+// an IQ4_XS sub-block's planes) against xb: the codes as the u8 the VPDPBUSD operand holds (IQ4_NL:
+// its value + 128) times xb's codes, minus the offset times their sum (-neg: the negated halves).
+template <int S>
+int32_t b32_sum(const uint8_t* wb, int r, const BlockQ8A& xb, const int32_t& neg_halves) {
+  constexpr bool kQh = S == 2 || S == 3, kTable = S == 4;
+  constexpr int kOffset = S == 0 ? 8 : S == 2 ? 16 : S == 4 ? 128 : 0;
+  int16_t neg[2];
+  std::memcpy(neg, &neg_halves, sizeof neg);
+  int32_t sum = kOffset * (neg[0] + neg[1]);
+  for (int e = 0; e < 32; ++e) {
+    const uint8_t byte = wb[64 * ((e % 16) / 4) + 4 * r + e % 4];
+    int q = e < 16 ? byte & 0x0F : byte >> 4;
+    if (kQh) q |= ((wb[256 + 4 * r + e % 4] >> (e / 4)) & 1) << 4;
+    if (kTable) q = kValuesIQ4NL[q] + 128;
+    sum += q * xb.qs[e];
+  }
+  return sum;
+}
+
+// The 32-element block types: per block b32_sum, then acc = fma(d_w d_x, float(S), acc) and, for
+// Q4_1 and Q5_1, acc = fma(m_w, s_x, acc).
 template <int S>
 void b32_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
                 float* y, int64_t ys, int nr, int nt) {
-  constexpr bool kQh = S == 2 || S == 3, kMin = S == 1 || S == 3, kTable = S == 4;
-  constexpr int kOffset = S == 0 ? 8 : S == 2 ? 16 : S == 4 ? 128 : 0;
-  constexpr int kD = kQh ? 320 : 256;
+  constexpr bool kMin = S == 1 || S == 3;
+  constexpr int kD = S == 2 || S == 3 ? 320 : 256;
   for (int t = 0; t < nt; ++t) {
     for (int r = 0; r < nr; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* wb = w + b * kB32GroupBlockBytes[S];
         const BlockQ8A& xb = x[t * xs + b];
-        int16_t neg[2];
-        std::memcpy(neg, halves + t * xs + b, sizeof neg);
-        int32_t sum = kOffset * (neg[0] + neg[1]);
-        for (int e = 0; e < 32; ++e) {
-          const uint8_t byte = wb[64 * ((e % 16) / 4) + 4 * r + e % 4];
-          int q = e < 16 ? byte & 0x0F : byte >> 4;
-          if (kQh) q |= ((wb[256 + 4 * r + e % 4] >> (e / 4)) & 1) << 4;
-          if (kTable) q = kValuesIQ4NL[q] + 128;
-          sum += q * xb.qs[e];
-        }
+        const int32_t sum = b32_sum<S>(wb, r, xb, halves[t * xs + b]);
         uint16_t hd;
         std::memcpy(&hd, wb + kD + 2 * r, sizeof hd);
         acc = std::fma(fp16_to_fp32(hd) * xb.d, static_cast<float>(sum), acc);
@@ -62,27 +72,23 @@ void pack_b32_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_
   constexpr bool kQh = requires(Block blk) { blk.qh; };
   constexpr bool kMin = requires(Block blk) { blk.m; };
   constexpr int kD = kQh ? 320 : 256;
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * record_bytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      Block blk{};  // the padding rows: d = m = 0, codes 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(Block), sizeof blk);
-      for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 4 * r, blk.qs + 4 * k, 4);
-      if constexpr (kQh) {
-        uint32_t qh;
-        std::memcpy(&qh, blk.qh, sizeof qh);
-        for (int j = 0; j < 4; ++j) {  // bits j, j + 4, ..., j + 28 of qh to bits 0..7
-          uint32_t v = (qh >> j) & 0x11111111u;
-          v = (v | (v >> 3)) & 0x03030303u;
-          v = (v | (v >> 6)) & 0x000F000Fu;
-          out[256 + 4 * r + j] = static_cast<uint8_t>(v | (v >> 12));
+  // The padding rows: d = m = 0, codes 0.
+  for_each_group_block<Block>(
+      src, rs, g, nb, n_out, gd, record_bytes, [&](const Block& blk, int r, uint8_t* out) {
+        for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 4 * r, blk.qs + 4 * k, 4);
+        if constexpr (kQh) {
+          uint32_t qh;
+          std::memcpy(&qh, blk.qh, sizeof qh);
+          for (int j = 0; j < 4; ++j) {  // bits j, j + 4, ..., j + 28 of qh to bits 0..7
+            uint32_t v = (qh >> j) & 0x11111111u;
+            v = (v | (v >> 3)) & 0x03030303u;
+            v = (v | (v >> 6)) & 0x000F000Fu;
+            out[256 + 4 * r + j] = static_cast<uint8_t>(v | (v >> 12));
+          }
         }
-      }
-      std::memcpy(out + kD + 2 * r, &blk.d, sizeof blk.d);
-      if constexpr (kMin) std::memcpy(out + kD + 32 + 2 * r, &blk.m, sizeof blk.m);
-    }
-  }
+        std::memcpy(out + kD + 2 * r, &blk.d, sizeof blk.d);
+        if constexpr (kMin) std::memcpy(out + kD + 32 + 2 * r, &blk.m, sizeof blk.m);
+      });
 }
 
 // IQ4_XS: per super-block and 32-element sub-block j, S_j as IQ4_NL's (the plane base 256 j),
@@ -99,13 +105,7 @@ void iq4_xs_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs,
         const float dw = fp16_to_fp32(hd);
         for (int j = 0; j < 8; ++j) {
           const BlockQ8A& xb = x[t * xs + 8 * b + j];
-          int16_t neg[2];
-          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
-          int32_t sum = 128 * (neg[0] + neg[1]);
-          for (int e = 0; e < 32; ++e) {
-            const uint8_t byte = wb[256 * j + 64 * ((e % 16) / 4) + 4 * r + e % 4];
-            sum += (kValuesIQ4NL[e < 16 ? byte & 0x0F : byte >> 4] + 128) * xb.qs[e];
-          }
+          const int32_t sum = b32_sum<4>(wb + 256 * j, r, xb, halves[t * xs + 8 * b + j]);
           const auto sc = static_cast<int8_t>(wb[2048 + 16 * j + r]);
           acc = std::fma(dw * xb.d, static_cast<float>(sc * sum), acc);
         }
@@ -119,55 +119,77 @@ void iq4_xs_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs,
 // the 6-bit scales as int8 ls - 32, d.
 void pack_iq4_xs_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                        uint8_t* gd) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * kIQ4_XSGroupBlockBytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      BlockIQ4_XS blk{};  // the padding rows: d = 0, codes 0, scales -32
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockIQ4_XS), sizeof blk);
-      for (int j = 0; j < 8; ++j) {
-        for (int k = 0; k < 4; ++k)
-          std::memcpy(out + 256 * j + 64 * k + 4 * r, blk.qs + 16 * j + 4 * k, 4);
-        const int ls = ((blk.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) |
-                       (((blk.scales_h >> (2 * j)) & 3) << 4);
-        out[2048 + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
-      }
-      std::memcpy(out + 2176 + 2 * r, &blk.d, sizeof blk.d);
-    }
-  }
+  // The padding rows: d = 0, codes 0, scales -32.
+  for_each_group_block<BlockIQ4_XS>(
+      src, rs, g, nb, n_out, gd, kIQ4_XSGroupBlockBytes,
+      [&](const BlockIQ4_XS& blk, int r, uint8_t* out) {
+        for (int j = 0; j < 8; ++j) {
+          for (int k = 0; k < 4; ++k)
+            std::memcpy(out + 256 * j + 64 * k + 4 * r, blk.qs + 16 * j + 4 * k, 4);
+          const int ls = ((blk.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) |
+                         (((blk.scales_h >> (2 * j)) & 3) << 4);
+          out[2048 + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+        }
+        std::memcpy(out + 2176 + 2 * r, &blk.d, sizeof blk.d);
+      });
 }
 
-// Q3_K: per super-block and activation block j, I_j = sum over s = 2j, 2j + 1 of sc_s (S_s - 4 h_s)
-// (S_s the sum of q x over the sub-block's 16 elements, h_s the negated sum of their codes), then
-// acc = fma(d_w d_x[j], float(I_j), acc): Q6_K's steps (gemm.cpp's q6_k_scalar).
-void q3_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
-                 float* y, int64_t ys, int nr, int nt) {
+// The K-quants with a scale per 16-element sub-block (kBits 6: Q6_K, 3: Q3_K, 2: Q2_K; the AVX-512
+// tiles' Sub16): per super-block and activation block j, S_s = sum of q x over sub-block s's 16
+// elements and h_s the negated sum of their activation codes (exact integers); Q6_K and Q3_K:
+// I_j = sum over s = 2j, 2j + 1 of sc_s (S_s - offset h_s) (offset 32, 4; |I_j| < 2^24), then
+// acc = fma(d_w d_x[j], float(I_j), acc); Q2_K: I_j = sum sc_s S_s and M_j = sum m_s h_s, then
+// acc = fma(d_w d_x[j], float(I_j), acc), acc = fma(dmin_w d_x[j], float(M_j), acc).
+template <int kBits>
+void sub16_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs,
+                  const int32_t* halves, float* y, int64_t ys, int nr, int nt) {
+  constexpr int kBytes = kBits == 6   ? kQ6_KGroupBlockBytes
+                         : kBits == 3 ? kQ3_KGroupBlockBytes
+                                      : kQ2_KGroupBlockBytes;
+  constexpr int kSc = kBits == 6 ? 3072 : kBits == 3 ? 1536 : 1024;  // [8][16][2]
+  constexpr int kD = kBits == 6 ? 3328 : kBits == 3 ? 1792 : 1280;   // dmin (Q2_K) at kD + 32
+  constexpr int kOffset = kBits == 6 ? 32 : 4;
+  // The code of element e of row r (gemm.h's records).
+  const auto code = [](const uint8_t* wb, int r, int e) {
+    if constexpr (kBits == 6) {
+      const uint8_t lo = wb[64 * ((e % 128) / 4) + 4 * r + e % 4];
+      const uint8_t hi = wb[2048 + 64 * ((e % 64) / 4) + 4 * r + e % 4];
+      return (e < 128 ? lo & 0x0F : lo >> 4) | (((hi >> (2 * (e / 64))) & 3) << 4);
+    }
+    const int two = (wb[64 * ((e % 64) / 4) + 4 * r + e % 4] >> (2 * (e / 64))) & 3;
+    if constexpr (kBits == 2) return two;
+    const uint8_t hb = wb[1024 + 64 * ((e % 32) / 4) + 4 * r + e % 4];
+    return two | (((hb >> (e / 32)) & 1) << 2);
+  };
   for (int t = 0; t < nt; ++t) {
     for (int r = 0; r < nr; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* wb = w + b * kQ3_KGroupBlockBytes;
-        uint16_t hd;
-        std::memcpy(&hd, wb + 1792 + 2 * r, sizeof hd);
-        const float dw = fp16_to_fp32(hd);
+        const uint8_t* wb = w + b * kBytes;
+        uint16_t hd, hm = 0;
+        std::memcpy(&hd, wb + kD + 2 * r, sizeof hd);
+        if (kBits == 2) std::memcpy(&hm, wb + kD + 32 + 2 * r, sizeof hm);
+        const float dw = fp16_to_fp32(hd), dmin = fp16_to_fp32(hm);
         for (int j = 0; j < 8; ++j) {
           const BlockQ8A& xb = x[t * xs + 8 * b + j];
           int16_t neg[2];
           std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
-          int32_t i32 = 0;
+          int32_t isum = 0, msum = 0;
           for (int h = 0; h < 2; ++h) {
             const int s = 2 * j + h;
             int32_t sum = 0;
-            for (int e = 16 * s; e < 16 * s + 16; ++e) {
-              const uint8_t two = wb[64 * ((e % 64) / 4) + 4 * r + e % 4];
-              const uint8_t hb = wb[1024 + 64 * ((e % 32) / 4) + 4 * r + e % 4];
-              const int q = ((two >> (2 * (e / 64))) & 3) | (((hb >> (e / 32)) & 1) << 2);
-              sum += q * xb.qs[e % 32];
+            for (int e = 16 * s; e < 16 * s + 16; ++e) sum += code(wb, r, e) * xb.qs[e % 32];
+            const uint8_t sc = wb[kSc + 32 * j + 2 * r + h];
+            if constexpr (kBits == 2) {  // the scale in the low nibble, the min in the high one
+              isum += (sc & 0x0F) * sum;
+              msum += (sc >> 4) * neg[h];
+            } else {
+              const auto sc8 = static_cast<int8_t>(sc);
+              isum += sc8 * sum + kOffset * sc8 * neg[h];
             }
-            const auto sc = static_cast<int8_t>(wb[1536 + 32 * j + 2 * r + h]);
-            i32 += sc * sum + 4 * sc * neg[h];
           }
-          acc = std::fma(dw * xb.d, static_cast<float>(i32), acc);
+          acc = std::fma(dw * xb.d, static_cast<float>(isum), acc);
+          if (kBits == 2) acc = std::fma(dmin * xb.d, static_cast<float>(msum), acc);
         }
       }
       y[t * ys + r] = acc;
@@ -181,81 +203,37 @@ void q3_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, co
 // 2 (s / 4) of byte 8 + s % 4) minus 32, d.
 void pack_q3_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                      uint8_t* gd) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * kQ3_KGroupBlockBytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      BlockQ3_K blk{};  // the padding rows: d = 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ3_K), sizeof blk);
-      pack_2bit_planes(blk.qs, r, out);
-      // bit i of hmask[l] is the 3rd bit of element 32 i + l: plane g is hmask[4g .. 4g + 3]
-      for (int k = 0; k < 8; ++k) std::memcpy(out + 1024 + 64 * k + 4 * r, blk.hmask + 4 * k, 4);
-      for (int s = 0; s < 16; ++s) {
-        const int lo = s < 8 ? blk.scales[s] & 0x0F : blk.scales[s - 8] >> 4;
-        const int hi = (blk.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
-        out[1536 + 32 * (s / 2) + 2 * r + s % 2] =
-            static_cast<uint8_t>(static_cast<int8_t>((lo | (hi << 4)) - 32));
-      }
-      std::memcpy(out + 1792 + 2 * r, &blk.d, sizeof blk.d);
-    }
-  }
-}
-
-// Q2_K: per super-block and activation block j, I_j = sum over s = 2j, 2j + 1 of sc_s S_s and
-// M_j = sum of m_s times the negated code sums (exact), then acc = fma(d_w d_x[j], I_j, acc) and
-// acc = fma(dmin_w d_x[j], M_j, acc).
-void q2_k_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs, const int32_t* halves,
-                 float* y, int64_t ys, int nr, int nt) {
-  for (int t = 0; t < nt; ++t) {
-    for (int r = 0; r < nr; ++r) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* wb = w + b * kQ2_KGroupBlockBytes;
-        uint16_t hd, hm;
-        std::memcpy(&hd, wb + 1280 + 2 * r, sizeof hd);
-        std::memcpy(&hm, wb + 1312 + 2 * r, sizeof hm);
-        const float dw = fp16_to_fp32(hd), dmin = fp16_to_fp32(hm);
-        for (int j = 0; j < 8; ++j) {
-          const BlockQ8A& xb = x[t * xs + 8 * b + j];
-          int16_t neg[2];
-          std::memcpy(neg, halves + t * xs + 8 * b + j, sizeof neg);
-          int32_t isum = 0, msum = 0;
-          for (int h = 0; h < 2; ++h) {
-            const int s = 2 * j + h;
-            int32_t sum = 0;
-            for (int e = 16 * s; e < 16 * s + 16; ++e) {
-              const uint8_t two = wb[64 * ((e % 64) / 4) + 4 * r + e % 4];
-              sum += ((two >> (2 * (e / 64))) & 3) * xb.qs[e % 32];
-            }
-            const uint8_t sm = wb[1024 + 32 * j + 2 * r + h];
-            isum += (sm & 0x0F) * sum;
-            msum += (sm >> 4) * neg[h];
-          }
-          acc = std::fma(dw * xb.d, static_cast<float>(isum), acc);
-          acc = std::fma(dmin * xb.d, static_cast<float>(msum), acc);
+  // The padding rows: d = 0.
+  for_each_group_block<BlockQ3_K>(
+      src, rs, g, nb, n_out, gd, kQ3_KGroupBlockBytes,
+      [&](const BlockQ3_K& blk, int r, uint8_t* out) {
+        pack_2bit_planes(blk.qs, r, out);
+        // bit i of hmask[l] is the 3rd bit of element 32 i + l: plane g is hmask[4g .. 4g + 3]
+        for (int k = 0; k < 8; ++k) std::memcpy(out + 1024 + 64 * k + 4 * r, blk.hmask + 4 * k, 4);
+        for (int s = 0; s < 16; ++s) {
+          const int lo = s < 8 ? blk.scales[s] & 0x0F : blk.scales[s - 8] >> 4;
+          const int hi = (blk.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+          out[1536 + 32 * (s / 2) + 2 * r + s % 2] =
+              static_cast<uint8_t>(static_cast<int8_t>((lo | (hi << 4)) - 32));
         }
-      }
-      y[t * ys + r] = acc;
-    }
-  }
+        std::memcpy(out + 1792 + 2 * r, &blk.d, sizeof blk.d);
+      });
 }
 
 // Q2_K: the codes' 2-bit planes (the file's qs in Q3_K's layout), the scale bytes in pairs, d,
 // dmin.
 void pack_q2_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                      uint8_t* gd) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = gd + b * kQ2_KGroupBlockBytes;
-    for (int r = 0; r < kGemmGroupRows; ++r) {
-      const int64_t row = g * kGemmGroupRows + r;
-      BlockQ2_K blk{};  // the padding rows: d = dmin = 0
-      if (row < n_out) std::memcpy(&blk, src + row * rs + b * sizeof(BlockQ2_K), sizeof blk);
-      pack_2bit_planes(blk.qs, r, out);
-      for (int j = 0; j < 8; ++j) std::memcpy(out + 1024 + 32 * j + 2 * r, blk.scales + 2 * j, 2);
-      std::memcpy(out + 1280 + 2 * r, &blk.d, sizeof blk.d);
-      std::memcpy(out + 1312 + 2 * r, &blk.dmin, sizeof blk.dmin);
-    }
-  }
+  // The padding rows: d = dmin = 0.
+  for_each_group_block<BlockQ2_K>(src, rs, g, nb, n_out, gd, kQ2_KGroupBlockBytes,
+                                  [&](const BlockQ2_K& blk, int r, uint8_t* out) {
+                                    pack_2bit_planes(blk.qs, r, out);
+                                    for (int j = 0; j < 8; ++j)
+                                      std::memcpy(out + 1024 + 32 * j + 2 * r, blk.scales + 2 * j,
+                                                  2);
+                                    std::memcpy(out + 1280 + 2 * r, &blk.d, sizeof blk.d);
+                                    std::memcpy(out + 1312 + 2 * r, &blk.dmin, sizeof blk.dmin);
+                                  });
 }
 
 }  // namespace
@@ -273,8 +251,9 @@ void pack_2bit_planes(const uint8_t* q2, int r, uint8_t* out) {
 }
 
 void add_low_bit_tiles_scalar(GemmKernels& k) {
-  k.q3_k = &q3_k_scalar;
-  k.q2_k = &q2_k_scalar;
+  k.q6_k = &sub16_scalar<6>;
+  k.q3_k = &sub16_scalar<3>;
+  k.q2_k = &sub16_scalar<2>;
   k.b32[0] = &b32_scalar<0>;
   k.b32[1] = &b32_scalar<1>;
   k.b32[2] = &b32_scalar<2>;
