@@ -343,20 +343,49 @@ int record_bytes(GgmlType type) {
 
 }  // namespace
 
-void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
+void PackedMatrix::Free::operator()(uint8_t* p) const {
+  if (!borrowed) std::free(p);
+}
 
 bool gemm_packable(GgmlType type) {
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
          tiles_a(active_kernels(), type).tile8 != nullptr;
 }
 
+size_t packed_size(GgmlType type, int64_t n_in, int64_t n_out) {
+  const auto qk = static_cast<size_t>(type_traits(static_cast<uint32_t>(type))->block_size);
+  const auto groups = static_cast<size_t>((n_out + kGemmGroupRows - 1) / kGemmGroupRows);
+  const size_t bytes =
+      groups * (static_cast<size_t>(n_in) / qk) * static_cast<size_t>(record_bytes(type));
+  return (bytes + 63) / 64 * 64;
+}
+
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
                          ThreadPool& pool,
                          const std::function<void(const uint8_t*, size_t)>& release) {
+  // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
+  // (THP "madvise" mode): the repack then takes a few hundred page faults instead of ~61,000
+  // for a 250 MB model (measured 15x faster on this VM). The tail stays on small pages, so
+  // nothing past the matrix becomes resident.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t total = packed_size(type, n_in, n_out);
+  void* mem = nullptr;
+  if (::posix_memalign(&mem, total >= kHuge ? kHuge : 64, total) != 0) std::abort();
+  if (total >= kHuge) ::madvise(mem, total / kHuge * kHuge, MADV_HUGEPAGE);
+  PackedMatrix p =
+      pack_matrix_into(static_cast<uint8_t*>(mem), type, W, n_in, n_out, pool, release);
+  p.bytes.get_deleter().borrowed = false;
+  return p;
+}
+
+PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_t n_in,
+                              int64_t n_out, ThreadPool& pool,
+                              const std::function<void(const uint8_t*, size_t)>& release) {
   const int record = record_bytes(type);
   assert(record > 0 && n_out >= 1);
   const int64_t qk = type_traits(static_cast<uint32_t>(type))->block_size;
   assert(n_in % qk == 0);
+  assert(reinterpret_cast<uintptr_t>(dst) % 64 == 0);
   PackedMatrix p;
   p.type = type;
   p.n_in = n_in;
@@ -364,19 +393,9 @@ PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_o
   p.n_groups = (n_out + kGemmGroupRows - 1) / kGemmGroupRows;
   const int64_t nb = n_in / qk;
   p.group_bytes = static_cast<size_t>(nb) * static_cast<size_t>(record);
-  // The whole 2 MiB pages of a matrix sit on transparent huge pages where the kernel allows it
-  // (THP "madvise" mode): the repack then takes a few hundred page faults instead of ~61,000
-  // for a 250 MB model (measured 15x faster on this VM). The tail stays on small pages, so
-  // nothing past the matrix becomes resident.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t total = (p.size_bytes() + 63) / 64 * 64;
-  void* mem = nullptr;
-  if (::posix_memalign(&mem, total >= kHuge ? kHuge : 64, total) != 0) std::abort();
-  p.bytes.reset(static_cast<uint8_t*>(mem));
-  if (total >= kHuge) ::madvise(mem, total / kHuge * kHuge, MADV_HUGEPAGE);
+  p.bytes = std::unique_ptr<uint8_t[], PackedMatrix::Free>(dst, PackedMatrix::Free{true});
   const auto* src = static_cast<const uint8_t*>(W);
   const size_t rs = row_size(type, n_in);
-  uint8_t* dst = p.bytes.get();
   // Slices of about kReleaseBytes of the source, each released once packed: the source and its
   // packed copy are resident together for one slice at a time, not for the whole matrix (a
   // 32000 x 4096 output matrix is 100+ MB).

@@ -154,6 +154,8 @@ struct PackedMatrix {
   int64_t n_groups = 0;  // ceil(n_out / 16)
   size_t group_bytes = 0;
   struct Free {
+    // true: the memory is the caller's (pack_matrix_into); value-initialized (false) otherwise
+    bool borrowed;
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t[], Free> bytes;  // n_groups * group_bytes
@@ -169,6 +171,18 @@ struct PackedMatrix {
 PackedMatrix pack_matrix(GgmlType type, const void* W, int64_t n_in, int64_t n_out,
                          ThreadPool& pool,
                          const std::function<void(const uint8_t*, size_t)>& release = {});
+
+/// The bytes pack_matrix writes for n_out rows of n_in elements of `type` (gemm_packable):
+/// ceil(n_out / 16) groups of the type's record per block, rounded up to a multiple of 64.
+size_t packed_size(GgmlType type, int64_t n_in, int64_t n_out);
+
+/// As pack_matrix, into `dst`: 64-byte aligned, packed_size(type, n_in, n_out) bytes, which the
+/// caller keeps for the result's life (the result does not free them). For a caller that lays
+/// many matrices out in one mapping (PackedWeights: one run of huge pages for a model instead of
+/// a small-page tail per matrix).
+PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_t n_in,
+                              int64_t n_out, ThreadPool& pool,
+                              const std::function<void(const uint8_t*, size_t)>& release = {});
 
 /// Whether X holds what it held at the calling thread's previous gemm() call with the same X
 /// pointer (the caller's promise: e.g. attn_k and attn_v after attn_q of the same normed input).

@@ -7,10 +7,16 @@
 // users of the original bytes, the float64 reference, a CUDA upload, the token_embd rows of
 // tied embeddings, still see them). The repacked copy thus replaces the mapped one in the
 // resident set: peak RSS grows by at most the largest matrix being repacked plus the padding
-// of each matrix's last 16-row group.
+// of each matrix's last 16-row group, plus one 2 MiB page: the packed matrices lie in one
+// mapping reserved at construction (address space of the sum of their packed sizes + 2 MiB,
+// not committed), on transparent huge pages where the kernel allows them, so the page a
+// matrix ends in may hold the zero start of the next one before it is packed.
 //
 // Time: the repack runs on the calling session's pool at about memory speed; the first
 // prefill or decode step pays it once per matrix (model load itself is unchanged).
+//
+// Errors: the constructor (and of()) throws std::runtime_error naming the size when the
+// address space cannot be reserved (`ulimit -v`).
 #pragma once
 
 #include <memory>

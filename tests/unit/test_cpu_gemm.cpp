@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -362,6 +364,50 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
   gemm(*p, x.data(), 1, y1.data(), pool);
   matvec(q.type, q.data, q.ne[0], q.ne[1], x.data(), y2.data(), pool);
   for (size_t r = 0; r < y1.size(); ++r) EXPECT_NEAR(y1[r], y2[r], 1e-4 * (1 + std::fabs(y2[r])));
+}
+
+// The packed matrices lie in one mapping, one after the other in the model's order (layers, then
+// output; each 64-byte aligned, packed_size() apart), whatever order they are first used in, and
+// hold what pack_matrix makes of the file's bytes.
+TEST(CpuGemm, PackedWeightsLieInOneMappingInModelOrder) {
+  const std::string dir = ::testing::TempDir();
+  TestModelSpec spec;
+  spec.weight_type = GgmlType::Q8_0;
+  spec.embd_type = GgmlType::F32;
+  const std::string path = dir + "/gemm-arena-q8_0.gguf";
+  ASSERT_TRUE(write_test_model(spec, path).ok());
+  auto m = Model::load(path);
+  ASSERT_TRUE(m) << m.error().message;
+  const Model& model = **m;
+  std::vector<const GgufTensorInfo*> order;
+  for (const LayerWeights& w : model.layers) {
+    for (const GgufTensorInfo* t : w.matrices()) {
+      if (t != nullptr && t != w.ffn_gate_inp) order.push_back(t);
+    }
+  }
+  ASSERT_NE(model.output, nullptr);
+  order.push_back(model.output);
+  ASSERT_GE(order.size(), 8u);
+  PackedWeights pw(model);
+  ThreadPool pool(2);
+  std::vector<const PackedMatrix*> packed(order.size());
+  for (size_t i = order.size(); i-- > 0;) {  // last first: the offsets do not follow the use
+    packed[i] = pw.get(*order[i], pool);
+    ASSERT_NE(packed[i], nullptr);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    const GgufTensorInfo& t = *order[i];
+    SCOPED_TRACE(std::string(t.name));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(packed[i]->bytes.get()) % 64, 0u);
+    if (i > 0) {
+      EXPECT_EQ(packed[i]->bytes.get(),
+                packed[i - 1]->bytes.get() +
+                    packed_size(order[i - 1]->type, order[i - 1]->ne[0], order[i - 1]->ne[1]));
+    }
+    const PackedMatrix want = pack_matrix(t.type, t.data, t.ne[0], t.ne[1], pool);
+    ASSERT_EQ(want.size_bytes(), packed[i]->size_bytes());
+    EXPECT_EQ(0, std::memcmp(want.bytes.get(), packed[i]->bytes.get(), want.size_bytes()));
+  }
 }
 
 // Each expert of a stack has its own packed form, equal to the plain product on its slice;

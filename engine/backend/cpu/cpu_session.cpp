@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
@@ -81,6 +82,8 @@ Expected<std::unique_ptr<CpuSession>> CpuSession::create(const Model& model,
         "cannot allocate RAM for the CPU session of {} (its norm weights, RoPE table and KV "
         "block views): out of memory; a shorter -c",
         model.config().arch_name);
+  } catch (const std::runtime_error& e) {  // the repacked weights' address space (packed_weights.h)
+    return make_error("{}", e.what());
   }
   if (Status st = s->reserve_scratch(); !st) return st.error();
   return s;
