@@ -396,6 +396,7 @@ PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_
   p.bytes = std::unique_ptr<uint8_t[], PackedMatrix::Free>(dst, PackedMatrix::Free{true});
   const auto* src = static_cast<const uint8_t*>(W);
   const size_t rs = row_size(type, n_in);
+  const GemmKernels& K = active_kernels();
   // Slices of about kReleaseBytes of the source, each released once packed: the source and its
   // packed copy are resident together for one slice at a time, not for the whole matrix (a
   // 32000 x 4096 output matrix is 100+ MB).
@@ -418,7 +419,21 @@ PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_
             pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
             break;
           case GgmlType::Q6_K:
-            pack_q6_k_group(src, rs, g, nb, n_out, gd);
+            (K.pack_q6_k != nullptr ? K.pack_q6_k : pack_q6_k_group)(src, rs, g, nb, n_out, gd);
+            break;
+          case GgmlType::Q3_K:
+            if (K.pack_q3_k != nullptr) {
+              K.pack_q3_k(src, rs, g, nb, n_out, gd);
+            } else {
+              pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
+            }
+            break;
+          case GgmlType::Q2_K:
+            if (K.pack_q2_k != nullptr) {
+              K.pack_q2_k(src, rs, g, nb, n_out, gd);
+            } else {
+              pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
+            }
             break;
           default:
             pack_low_bit_group(type, src, rs, g, nb, n_out, gd);

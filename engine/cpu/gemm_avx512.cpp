@@ -589,6 +589,7 @@ const GemmKernels* gemm_kernels_avx512() {
     g.q2_k = &q6_k<2>;
     g.q2_k_tile8 = &q6_k_tile8p<2>;
     add_low_bit_tiles_avx512(g);
+    add_packers_avx512(g);
     return g;
   }();
   return &k;

@@ -70,6 +70,11 @@ constexpr int b32_slot(GgmlType type) {
 /// A slot's record bytes per 32-element block of 16 rows: the file's block size x 16.
 inline constexpr int kB32GroupBlockBytes[kB32Types] = {288, 320, 352, 384, 288};
 
+/// Repacks row group g of a matrix (pack_low_bit_group's arguments) into gd: a level's own
+/// packer of a type, writing the same bytes as the portable one.
+using GemmPackFn = void (*)(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
+                            uint8_t* gd);
+
 struct GemmKernels {
   GemmTileFn q8_0;
   GemmTileKFn q4_k;
@@ -103,6 +108,10 @@ struct GemmKernels {
   // Q2_K as q6_k (Q6_K's tiles on Q2_K's record, with its mins), or null.
   GemmTileFn q2_k = nullptr;
   GemmTile8Fn q2_k_tile8 = nullptr;
+  // Q6_K, Q3_K and Q2_K group packers of the level, or null (the portable ones run).
+  GemmPackFn pack_q6_k = nullptr;
+  GemmPackFn pack_q3_k = nullptr;
+  GemmPackFn pack_q2_k = nullptr;
 };
 
 /// Fill k's b32, iq4_xs, q3_k and q2_k entries (and, portable, q6_k's): the portable tiles
@@ -110,6 +119,8 @@ struct GemmKernels {
 /// is).
 void add_low_bit_tiles_scalar(GemmKernels& k);
 void add_low_bit_tiles_avx512(GemmKernels& k);
+/// Fill k's pack_* entries with the AVX-512 packers (gemm_avx512_pack.cpp).
+void add_packers_avx512(GemmKernels& k);
 
 /// The 2-bit planes of Q6_K's qh and Q3_K's qs record (gemm.h): from one row's 64 bytes in ggml's
 /// order (byte 32 (e / 128) + e % 32 holds element e's 2 bits at bits 2 ((e % 128) / 32)),
@@ -126,6 +137,14 @@ void pack_low_bit_group(GgmlType type, const uint8_t* src, size_t rs, int64_t g,
 // Internal linkage (unnamed namespace): definitions that each including unit compiles with its
 // own flags, never one unit's AVX-512 code picked by the linker for another (kernels.h).
 namespace {
+/// Q3_K's scale s (0..15) of a super-block minus 32, as the record stores it: the low 4 bits in
+/// the nibbles of scales[0..7], the top 2 at bits 2 (s / 4) of scales[8 + s % 4].
+inline int8_t q3_k_scale(const uint8_t* scales, int s) {
+  const int lo = s < 8 ? scales[s] & 0x0F : scales[s - 8] >> 4;
+  const int hi = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return static_cast<int8_t>((lo | (hi << 4)) - 32);
+}
+
 /// The entry of `tiles` for `nt` tokens: tiles[i] takes i + 1 tokens, and nt past the last
 /// takes the last (a level's GemmTileFn / GemmTileKFn picks its T-token tile this way).
 template <typename Fn, std::size_t N>

@@ -204,20 +204,16 @@ void sub16_scalar(const uint8_t* w, int64_t nb, const BlockQ8A* x, int64_t xs,
 void pack_q3_k_group(const uint8_t* src, size_t rs, int64_t g, int64_t nb, int64_t n_out,
                      uint8_t* gd) {
   // The padding rows: d = 0.
-  for_each_group_block<BlockQ3_K>(
-      src, rs, g, nb, n_out, gd, kQ3_KGroupBlockBytes,
-      [&](const BlockQ3_K& blk, int r, uint8_t* out) {
-        pack_2bit_planes(blk.qs, r, out);
-        // bit i of hmask[l] is the 3rd bit of element 32 i + l: plane g is hmask[4g .. 4g + 3]
-        for (int k = 0; k < 8; ++k) std::memcpy(out + 1024 + 64 * k + 4 * r, blk.hmask + 4 * k, 4);
-        for (int s = 0; s < 16; ++s) {
-          const int lo = s < 8 ? blk.scales[s] & 0x0F : blk.scales[s - 8] >> 4;
-          const int hi = (blk.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
-          out[1536 + 32 * (s / 2) + 2 * r + s % 2] =
-              static_cast<uint8_t>(static_cast<int8_t>((lo | (hi << 4)) - 32));
-        }
-        std::memcpy(out + 1792 + 2 * r, &blk.d, sizeof blk.d);
-      });
+  const auto pack = [](const BlockQ3_K& blk, int r, uint8_t* out) {
+    pack_2bit_planes(blk.qs, r, out);
+    // bit i of hmask[l] is the 3rd bit of element 32 i + l: plane g is hmask[4g .. 4g + 3]
+    for (int k = 0; k < 8; ++k) std::memcpy(out + 1024 + 64 * k + 4 * r, blk.hmask + 4 * k, 4);
+    for (int s = 0; s < 16; ++s) {
+      out[1536 + 32 * (s / 2) + 2 * r + s % 2] = static_cast<uint8_t>(q3_k_scale(blk.scales, s));
+    }
+    std::memcpy(out + 1792 + 2 * r, &blk.d, sizeof blk.d);
+  };
+  for_each_group_block<BlockQ3_K>(src, rs, g, nb, n_out, gd, kQ3_KGroupBlockBytes, pack);
 }
 
 // Q2_K: the codes' 2-bit planes (the file's qs in Q3_K's layout), the scale bytes in pairs, d,

@@ -184,6 +184,44 @@ TEST(CpuGemm, RowsMatchTheirCodesInFloat64AndMatvecAtEveryLevel) {
   }
 }
 
+// Every level packs the same bytes (the AVX-512 packers of Q6_K, Q3_K and Q2_K against the
+// portable ones), and writes every byte of the record: the destination filled with two different
+// patterns beforehand gives the same result.
+TEST(CpuGemm, EveryLevelPacksTheSameBytes) {
+  ThreadPool pool(2);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(type_name(static_cast<uint32_t>(c.type)) + " n_in=" + std::to_string(c.n_in) +
+                 " n_out=" + std::to_string(c.n_out));
+    const std::vector<uint8_t> W =
+        random_matrix(c.type, c.n_in, c.n_out, static_cast<uint32_t>(c.n_in * 7 + c.n_out));
+    const size_t n = packed_size(c.type, c.n_in, c.n_out);
+    std::vector<uint8_t> first;
+    for (SimdLevel level : test::supported_simd_levels()) {
+      test::SimdLevelScope scope(level);
+      SCOPED_TRACE(std::string(simd_level_name(level)));
+      for (const uint8_t fill : {uint8_t{0xAA}, uint8_t{0x55}}) {
+        void* mem = nullptr;
+        ASSERT_EQ(0, posix_memalign(&mem, 64, n));
+        std::unique_ptr<void, decltype(&std::free)> owner(mem, &std::free);
+        std::memset(mem, fill, n);
+        const PackedMatrix P =
+            pack_matrix_into(static_cast<uint8_t*>(mem), c.type, W.data(), c.n_in, c.n_out, pool);
+        ASSERT_EQ(P.bytes.get(), mem);
+        ASSERT_LE(P.size_bytes(), n);
+        const std::vector<uint8_t> got(static_cast<const uint8_t*>(mem),
+                                       static_cast<const uint8_t*>(mem) + P.size_bytes());
+        if (first.empty()) {
+          first = got;
+        } else {
+          const auto at = std::mismatch(first.begin(), first.end(), got.begin()).first;
+          ASSERT_TRUE(at == first.end()) << "first difference at byte " << (at - first.begin())
+                                         << " of " << first.size() << " (fill " << int{fill} << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuGemm, MatchesFloat64) {
   ThreadPool pool(2);
   for (GgmlType type : {Q8, Q4K, Q5K, Q6K, Q40, Q41, Q50, Q51, IQ4NL, IQ4XS, Q3K, Q2K}) {
