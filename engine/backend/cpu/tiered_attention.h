@@ -30,7 +30,9 @@
 // whatever the threads, the window, the budgets, spill timing and the ubatch (decode equals
 // prefill). The ubatch's tiles run in waves whose range states stay within kMaxWaveBytes
 // ([slots][rows][head_dim_v + 2] floats; at least one tile per wave), plus the output [n][n_head]
-// [head_dim_v] and the tile kernel's per-thread scratch. An approximate mode whose ubatch has no
+// [head_dim_v] and the tile kernel's per-thread scratch. Within a wave the jobs run KV head by KV
+// head and range by range, the tiles of one range consecutive, so a thread reads a range's K and
+// V from its L2 tile after tile (the order changes no result: each job has its own slot). An approximate mode whose ubatch has no
 // cold block attends exactly this way too (so it equals the exact mode there).
 //
 // Approximate modes (kv::KvAttention): Streaming attends each query's window (the tier
