@@ -61,6 +61,26 @@ void prefetch_rows(const KvSpan& s, int64_t r0, int64_t n) {
 
 }  // namespace
 
+void tile_rows_f32(const KvSpan& s, int64_t len, int64_t n, float* out) {
+  const auto* base = static_cast<const uint8_t*>(s.data);
+  if (s.type == GgmlType::F16 && s.stride == len) {  // contiguous rows: one conversion
+    f16_to_f32_row(reinterpret_cast<const uint16_t*>(base), out, n * len);
+    return;
+  }
+  const size_t row_bytes = row_size(s.type, s.stride);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* row = base + static_cast<size_t>(j) * row_bytes;
+    float* dst = out + j * len;
+    if (s.type == GgmlType::F32) {
+      std::memcpy(dst, row, static_cast<size_t>(len) * sizeof(float));
+    } else if (s.type == GgmlType::F16) {
+      f16_to_f32_row(reinterpret_cast<const uint16_t*>(row), dst, len);
+    } else {
+      dequantize_row(s.type, row, dst, len);
+    }
+  }
+}
+
 void tile_prefetch_block(KvSpan k, KvSpan v, int64_t n) {
   prefetch_rows(k, 0, std::min(n, kTileChunk));
   prefetch_rows(v, 0, std::min(n, kTileChunk));

@@ -54,6 +54,12 @@ void tile_prepare(const AttnShape& shape, const float* q, int64_t q_stride, int6
 /// nothing attended, output 0).
 void tile_state_reset(int64_t rows, int64_t head_dim_v, float* o, float* m, float* s);
 
+/// Rows [0, n) of span s (rows of len elements, s.stride elements apart) in f32 into out
+/// [n][len], exactly the values tile_attend_block converts them to (binary16 and bfloat16 widen,
+/// quantized rows dequantize). For a caller that attends the same rows from several tiles: it
+/// passes them on as an F32 span (stride len), the same bits as the rows themselves give.
+void tile_rows_f32(const KvSpan& s, int64_t len, int64_t n, float* out);
+
 /// A hint that the first chunk of a block's rows (k, v as for tile_attend_block) is read next:
 /// its bytes are prefetched into L2 while the current block computes. No effect on results.
 void tile_prefetch_block(KvSpan k, KvSpan v, int64_t n);

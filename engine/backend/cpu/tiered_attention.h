@@ -32,8 +32,12 @@
 // ([slots][rows][head_dim_v + 2] floats; at least one tile per wave), plus the output [n][n_head]
 // [head_dim_v] and the tile kernel's per-thread scratch. Within a wave the jobs run KV head by KV
 // head and range by range, the tiles of one range consecutive, so a thread reads a range's K and
-// V from its L2 tile after tile (the order changes no result: each job has its own slot). An approximate mode whose ubatch has no
-// cold block attends exactly this way too (so it equals the exact mode there).
+// V from its L2 tile after tile (the order changes no result: each job has its own slot); where
+// K or V is not F32 a thread converts a range's rows of its KV head to f32 once for those tiles
+// (the same values the tile kernel converts them to: the same bits), in a per-thread buffer of
+// max(kRangeTokens, block size) x (head_dim + head_dim_v) floats (1 MiB at head_dim 64). An
+// approximate mode whose ubatch has no cold block attends exactly this way too (so it equals the
+// exact mode there).
 //
 // Approximate modes (kv::KvAttention): Streaming attends each query's window (the tier
 // policy's sink and recent blocks for that query) only; TopK attends the window and, per KV

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "engine/backend/cpu/tiered_attention.h"
 #include "engine/cpu/attention_tile.h"
@@ -20,6 +21,19 @@ using Clock = std::chrono::steady_clock;
 int64_t ns_since(Clock::time_point a) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - a).count();
 }
+
+// A thread's f32 copy of one KV head's K and V rows in the blocks of one key range (K or V not
+// F32): the tiles of a range run one after another on a thread (plan_tiled's order), and each
+// would otherwise convert the same rows chunk by chunk. Valid for one run_tiled call (its id):
+// blocks are written between calls. [range_blocks][block size][head_dim] and [head_dim_v].
+struct RangeF32 {
+  uint64_t call = 0;
+  int64_t g = -1;
+  std::vector<int64_t> block;  // per slot b % range_blocks: the block it holds, or -1
+  std::vector<float> k, v;
+};
+
+std::atomic<uint64_t> g_tiled_calls{0};
 
 }  // namespace
 
@@ -91,10 +105,14 @@ void TieredAttention::run_tiled(ThreadPool& pool, const float* q_all,
   const auto slot_floats = static_cast<size_t>(rows * (hdv + 2));
   std::atomic<int64_t> window_total{0}, cold_total{0};
   int64_t job0 = 0, pair0 = 0, merge_ns = 0;
+  const bool to_f32 = d_.type_k != GgmlType::F32 || d_.type_v != GgmlType::F32;
+  const uint64_t call = g_tiled_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  const int64_t range_blocks = std::max<int64_t>(1, kRangeTokens / bs_);
   for (const Wave& w : tile_waves_) {
     const int64_t slot0 = w.slot0;
     pool.parallel_for(w.job_end - job0, [&](int64_t jb, int64_t je) {
       thread_local TileQueries tq;
+      thread_local RangeF32 rf;
       int64_t window_ns = 0, cold_ns = 0;
       for (int64_t ji = job0 + jb; ji < job0 + je; ++ji) {
         const TileJob& job = tile_jobs_[static_cast<size_t>(ji)];
@@ -112,11 +130,33 @@ void TieredAttention::run_tiled(ThreadPool& pool, const float* q_all,
           return std::pair{KvSpan{bv.k + row_size(d_.type_k, job.g * bs_ * hd), d_.type_k, hd},
                            KvSpan{bv.v + row_size(d_.type_v, job.g * bs_ * hdv), d_.type_v, hdv}};
         };
+        if (to_f32 && (rf.call != call || rf.g != job.g)) {
+          rf.call = call;
+          rf.g = job.g;
+          rf.block.assign(static_cast<size_t>(range_blocks), -1);
+          rf.k.resize(static_cast<size_t>(range_blocks * bs_ * hd));
+          rf.v.resize(static_cast<size_t>(range_blocks * bs_ * hdv));
+        }
+        const auto held = [&](int64_t b) {
+          return to_f32 && rf.block[static_cast<size_t>(b % range_blocks)] == b;
+        };
         for (int64_t b = job.b0; b < job.b1; ++b) {
           const auto t0 = Clock::now();
           const kv::BlockView& view = blocks[static_cast<size_t>(b)];
-          const auto [k, v] = head_spans(view);
-          if (b + 1 < job.b1) {  // the next block's first chunk comes in while this one computes
+          auto [k, v] = head_spans(view);
+          if (to_f32) {  // the range's rows in f32, converted by the first tile that needs them
+            const auto slot = static_cast<size_t>(b % range_blocks);
+            float* kf = &rf.k[slot * static_cast<size_t>(bs_ * hd)];
+            float* vf = &rf.v[slot * static_cast<size_t>(bs_ * hdv)];
+            if (!held(b)) {
+              tile_rows_f32(k, hd, view.n_tokens, kf);
+              tile_rows_f32(v, hdv, view.n_tokens, vf);
+              rf.block[slot] = b;
+            }
+            k = KvSpan{kf, GgmlType::F32, hd};
+            v = KvSpan{vf, GgmlType::F32, hdv};
+          }
+          if (b + 1 < job.b1 && !held(b + 1)) {  // the next block's first chunk comes in now
             const kv::BlockView& next = blocks[static_cast<size_t>(b + 1)];
             const auto [nk, nv] = head_spans(next);
             tile_prefetch_block(nk, nv, next.n_tokens);
