@@ -325,6 +325,28 @@ TEST(Archs, MoePrefillGroupingEqualsTokenByTokenBitForBit) {
   }
 }
 
+// A dense FFN runs its gate and up products 128 tokens at a time (cpu_ffn.cpp): a 300-token
+// ubatch (three chunks of 100) gives the bits of 128-token ubatches and of one token at a time,
+// for SwiGLU (llama, Q8_0 repacked and F16 not), phi3's fused gate+up and gemma3's GeGLU.
+TEST(Archs, DenseFfnChunksEqualWholeUbatchesBitForBit) {
+  TempDir dir;
+  for (const auto& [name, type] : {std::pair{std::string("llama"), GgmlType::Q8_0},
+                                   std::pair{std::string("llama"), GgmlType::F16},
+                                   std::pair{std::string("phi3"), GgmlType::Q8_0},
+                                   std::pair{std::string("gemma3"), GgmlType::Q8_0}}) {
+    SCOPED_TRACE(name + " " + type_name(static_cast<uint32_t>(type)));
+    auto m = load(dir, arch_test_spec(name, type), name + "-ffn.gguf");
+    ASSERT_NE(m, nullptr);
+    const std::vector<int32_t> prompt = test_prompt(300, m->config().n_vocab, 5);
+    auto whole = cpu_session(*m, 2, 512);
+    auto chunked = cpu_session(*m, 2, 128);
+    auto one = cpu_session(*m, 1, 1);
+    const Trace a = run(*whole, prompt, 3), b = run(*chunked, prompt, 3), c = run(*one, prompt, 3);
+    EXPECT_EQ(a.logits, b.logits);
+    EXPECT_EQ(a.logits, c.logits);
+  }
+}
+
 TEST(Archs, RouterChoosesTheMostProbableExpertsAndNormalises) {
   // 2 tokens, 4 experts, top 2.
   std::vector<float> logits = {0.0f, 2.0f,  1.0f, 2.0f,  // a tie: the lower expert first

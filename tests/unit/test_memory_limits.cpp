@@ -261,11 +261,12 @@ TEST(CpuSessionMemory, ScratchThatDoesNotFitIsAnErrorAtCreateNamingUbatch) {
     Status st = (*s)->eval(prompt, true);
     return st ? std::string("ok") : st.error().message;
   };
-  // Per token: x, h, tmp 64 + q 64 + k, v 32 + attention 64 + gate, up 96 + RoPE 16 = 592
-  // floats, 2368 bytes; 2^20 tokens and the 320 logits: 2483027968 + 1280 bytes = 2.3 GiB.
+  // Per token: x, h, tmp 64 + q 64 + k, v 32 + attention 64 + RoPE 16 = 400 floats, 1600 bytes;
+  // 2^20 tokens, the FFN's gate and up of 128 tokens (96 floats each: 98304 bytes) and the 320
+  // logits: 1677721600 + 98304 + 1280 bytes = 1.6 GiB.
   EXPECT_EQ(run_limited(512 * kMiB, [&] { return make(int64_t{1} << 20); }),
-            "cannot allocate 2.3 GiB of RAM for the CPU session's scratch (a ubatch of 1048576 "
-            "tokens, 2368 bytes per token): out of memory; a smaller --ubatch");
+            "cannot allocate 1.6 GiB of RAM for the CPU session's scratch (a ubatch of 1048576 "
+            "tokens, 1600 bytes per token): out of memory; a smaller --ubatch");
   // The same limit runs the same context with the default ubatch.
   EXPECT_EQ(run_limited(512 * kMiB, [&] { return make(512); }), "ok");
 }

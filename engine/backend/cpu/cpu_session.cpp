@@ -10,6 +10,7 @@
 #include <new>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "engine/common/machine.h"
@@ -93,24 +94,33 @@ Status CpuSession::reserve_scratch() {
   const int64_t n = std::min(cp_.n_ubatch, cache_->max_tokens());  // tokens of a ubatch at most
   const int64_t q_dim = c_.n_head * c_.head_dim, k_dim = c_.n_head_kv * c_.head_dim,
                 v_dim = c_.n_head_kv * c_.head_dim_v, attn_dim = c_.n_head * c_.head_dim_v;
-  // [n][...] each, as layer() and ubatch() size them.
-  const std::pair<std::vector<float>*, int64_t> per_token[] = {
-      {&x_, c_.n_embd},
-      {&h_, c_.n_embd},
-      {&q_, q_dim},
-      {&k_cur_, k_dim},
-      {&v_cur_, v_dim},
-      {&attn_, attn_dim},
-      {&tmp_, c_.n_embd},
-      {&gate_, c_.n_ff},
-      {&up_, c_.n_ff},
+  // A dense FFN's gate and up scratch holds kFfnChunkTokens tokens (cpu_ffn.cpp), phi3's fused up
+  // two rows of n_ff per token; a MoE layer's the ubatch's tokens of an expert.
+  bool moe = false, fused_up = false;
+  for (const LayerWeights& w : m_.layers) {
+    moe = moe || w.ffn_gate_inp != nullptr;
+    fused_up = fused_up || (w.ffn_gate_inp == nullptr && w.ffn_gate == nullptr);
+  }
+  const int64_t ffn_n = moe ? n : std::min(n, kFfnChunkTokens);
+  // {vector, tokens, floats per token}, as layer() and ubatch() size them.
+  const std::tuple<std::vector<float>*, int64_t, int64_t> per_token[] = {
+      {&x_, n, c_.n_embd},
+      {&h_, n, c_.n_embd},
+      {&q_, n, q_dim},
+      {&k_cur_, n, k_dim},
+      {&v_cur_, n, v_dim},
+      {&attn_, n, attn_dim},
+      {&tmp_, n, c_.n_embd},
+      {&gate_, ffn_n, c_.n_ff},
+      {&up_, ffn_n, fused_up ? 2 * c_.n_ff : c_.n_ff},
       // Fused attn_qkv (phi3) only.
-      {&qkv_, c_.fused_qkv ? q_dim + k_dim + v_dim : 0}};
+      {&qkv_, n, c_.fused_qkv ? q_dim + k_dim + v_dim : 0}};
   int64_t floats = c_.n_vocab;  // logits_
-  for (const auto& [v, width] : per_token) floats += n * width;
+  for (const auto& [v, tokens, width] : per_token) floats += tokens * width;
   floats += static_cast<int64_t>(ropes_.size()) * n * c_.n_rot;  // each RoPE's cos/sin table
   try {
-    for (const auto& [v, width] : per_token) v->reserve(static_cast<size_t>(n * width));
+    for (const auto& [v, tokens, width] : per_token)
+      v->reserve(static_cast<size_t>(tokens * width));
     for (RopeTable& r : ropes_) r.cs.reserve(static_cast<size_t>(n * c_.n_rot));
     logits_.reserve(static_cast<size_t>(c_.n_vocab));
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size

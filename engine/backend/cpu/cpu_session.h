@@ -137,8 +137,10 @@ class CpuSession final : public Session {
   // Causal attention of the ubatch's n queries over the cache's blocks (within the layer's
   // span), into attn_.
   void attend(int64_t il, int64_t n, bool store_kv);
-  // The FFN of layer il on h_ [n][n_embd], into tmp_ [n][n_embd] (cpu_ffn.cpp).
+  // The FFN of layer il on h_ [n][n_embd], into tmp_ [n][n_embd] (cpu_ffn.cpp); a dense FFN's
+  // gate and up products kFfnChunkTokens tokens at a time.
   void ffn(int64_t il, int64_t n);
+  static constexpr int64_t kFfnChunkTokens = 128;
   void moe(int64_t il, int64_t n);
   void route_hooks(int64_t il, int64_t n);
   // Y[n][n_out] = X[n][n_in] W^T for a weight matrix.
