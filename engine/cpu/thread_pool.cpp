@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <exception>
 #include <system_error>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -88,7 +90,15 @@ void ThreadPool::work_chunks(uint32_t gen) {
                                      std::memory_order_acquire)) {
       continue;  // cur now holds the fresh value
     }
-    fn(ctx, c * n / n_chunks, (c + 1) * n / n_chunks);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        fn(ctx, c * n / n_chunks, (c + 1) * n / n_chunks);
+      } catch (...) {  // rethrown by run() on the calling thread
+        std::lock_guard lk(error_mu_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
     done_.fetch_add(1, std::memory_order_release);
     cur = next_.load(std::memory_order_acquire);
   }
@@ -157,6 +167,15 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
   for (uint32_t i = 1; done_.load(std::memory_order_acquire) != n_chunks; ++i) {
     cpu_relax();
     if (i % 1024 == 0) std::this_thread::yield();
+  }
+  if (failed_.load(std::memory_order_relaxed)) {
+    std::exception_ptr e;
+    {
+      std::lock_guard lk(error_mu_);
+      e = std::exchange(error_, nullptr);
+    }
+    failed_.store(false, std::memory_order_relaxed);
+    std::rethrow_exception(e);
   }
 }
 

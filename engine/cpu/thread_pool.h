@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -36,8 +37,10 @@ class ThreadPool final {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   /// Calls fn(begin, end) over disjoint chunks covering [0, n) and returns when all are done.
-  /// fn must not throw and must not call parallel_for on this pool. Calls from several
-  /// threads at once are serialised.
+  /// fn must not call parallel_for on this pool. Calls from several threads at once are
+  /// serialised. An exception fn throws, on any thread (std::bad_alloc of a worker's scratch),
+  /// is rethrown here on the calling thread once every chunk has finished; chunks that had not
+  /// started when it was thrown are skipped (the first exception wins).
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
@@ -80,6 +83,10 @@ class ThreadPool final {
   // a claim against a finished job cannot take a chunk of the next one.
   alignas(64) std::atomic<uint64_t> next_{0};
   alignas(64) std::atomic<int64_t> done_{0};  // chunks of the current job finished
+  // The current job's first exception (set before its chunk counts as done, so run() sees it).
+  std::atomic<bool> failed_{false};
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // guarded by error_mu_
 };
 
 }  // namespace spw::cpu

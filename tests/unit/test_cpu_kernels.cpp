@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <random>
 #include <set>
 #include <string>
@@ -727,6 +728,36 @@ TEST(CpuThreadPool, CoversEveryIndexOnceWithFixedChunks) {
         EXPECT_EQ(chunks, want) << "threads " << threads << " n " << n;
       }
     }
+  }
+}
+
+// An exception in a chunk, on a worker or on the calling thread, comes out of parallel_for on
+// the caller after every started chunk has finished; the pool then runs the next job whole.
+TEST(CpuThreadPool, AnExceptionInAChunkIsRethrownOnTheCallerAndThePoolGoesOn) {
+  ThreadPool pool(3);
+  ASSERT_EQ(pool.size(), 3);
+  const auto caller = std::this_thread::get_id();
+  for (const bool on_worker : {true, false}) {
+    int thrown = 0;
+    for (int round = 0; round < 50; ++round) {
+      try {
+        pool.parallel_for(1200, [&](int64_t b, int64_t) {
+          if ((std::this_thread::get_id() != caller) == on_worker && b >= 100) {
+            throw std::bad_alloc();
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(50));  // let the others claim
+        });
+      } catch (const std::bad_alloc&) {
+        ++thrown;
+      }
+      std::vector<int> seen(1000, 0);
+      pool.parallel_for(1000, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+      });
+      ASSERT_EQ(std::count(seen.begin(), seen.end(), 1), 1000) << "round " << round;
+    }
+    // Which thread claims which chunk is the scheduler's: most rounds give each kind a chunk.
+    EXPECT_GT(thrown, 10) << (on_worker ? "worker" : "caller");
   }
 }
 
