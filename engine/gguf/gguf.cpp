@@ -14,6 +14,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include "engine/common/size.h"
+
 namespace spw {
 
 namespace {
@@ -390,7 +392,12 @@ Expected<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   void* map = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
   ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) return make_error("{}: cannot map: {}", path, std::strerror(map_errno));
+  if (map == MAP_FAILED) {
+    // ENOMEM from mmap of a file: no room in the address space (ulimit -v), not RAM.
+    return make_error("{}: cannot map its {} into the address space: {}{}", path,
+                      format_size(static_cast<int64_t>(f->size_)), std::strerror(map_errno),
+                      map_errno == ENOMEM ? " (check `ulimit -v`)" : "");
+  }
   f->map_ = map;
   GgufParser parser(*f, static_cast<const uint8_t*>(map), f->size_);
   if (auto status = parser.parse(); !status) return status.error();
