@@ -12,6 +12,7 @@
 //
 // GOP/s counts 2 x n_in x n_out x tokens (one multiply-add = 2 operations), as the probe and
 // `bench`'s pp_gflops_per_s do; the activations' quantization is inside the timed call.
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -67,13 +68,23 @@ int main(int argc, char** argv) {
   bool use_matmul = false, time_pack = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: gemm_bench [--tokens N] [--threads N] [--seconds S] [--type %s] "
+          "[--level scalar|avx2|avx512] [--matmul|--pack]\n",
+          kTypes.substr(1, kTypes.size() - 2).c_str());
+      return 0;
+    }
     if (a == "--matmul" || a == "--pack") {
       (a == "--pack" ? time_pack : use_matmul) = true;
       --i;
       continue;
     }
     if (i + 1 >= argc) break;
-    const std::string v = argv[i + 1];
+    std::string v = argv[i + 1];
+    if (a == "--type") {  // q6_k as Q6_K
+      for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
     if (a == "--level" && (v == "scalar" || v == "avx2" || v == "avx512")) {
       const SimdLevel level = v == "scalar" ? SimdLevel::Scalar
                               : v == "avx2" ? SimdLevel::Avx2
