@@ -14,8 +14,6 @@
 #include <limits>
 #include <unordered_set>
 
-#include "engine/common/size.h"
-
 namespace spw {
 
 namespace {
@@ -394,8 +392,8 @@ Expected<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   ::close(fd);  // the mapping keeps the file alive
   if (map == MAP_FAILED) {
     // ENOMEM from mmap of a file: no room in the address space (ulimit -v), not RAM.
-    return make_error("{}: cannot map its {} into the address space: {}{}", path,
-                      format_size(static_cast<int64_t>(f->size_)), std::strerror(map_errno),
+    return make_error("{}: cannot map its {:.1f} MiB into the address space: {}{}", path,
+                      static_cast<double>(f->size_) / (1024.0 * 1024.0), std::strerror(map_errno),
                       map_errno == ENOMEM ? " (check `ulimit -v`)" : "");
   }
   f->map_ = map;
