@@ -396,7 +396,12 @@ PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_
   p.bytes = std::unique_ptr<uint8_t[], PackedMatrix::Free>(dst, PackedMatrix::Free{true});
   const auto* src = static_cast<const uint8_t*>(W);
   const size_t rs = row_size(type, n_in);
+  // The level's own packer of the type where it has one (the same bytes as the portable one).
   const GemmKernels& K = active_kernels();
+  const GemmPackFn level_pack = type == GgmlType::Q6_K   ? K.pack_q6_k
+                                : type == GgmlType::Q3_K ? K.pack_q3_k
+                                : type == GgmlType::Q2_K ? K.pack_q2_k
+                                                         : nullptr;
   // Slices of about kReleaseBytes of the source, each released once packed: the source and its
   // packed copy are resident together for one slice at a time, not for the whole matrix (a
   // 32000 x 4096 output matrix is 100+ MB).
@@ -408,6 +413,10 @@ PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_
     pool.parallel_for(s1 - s0, [&](int64_t g0, int64_t g1) {
       for (int64_t g = s0 + g0; g < s0 + g1; ++g) {
         uint8_t* gd = dst + static_cast<size_t>(g) * p.group_bytes;
+        if (level_pack != nullptr) {
+          level_pack(src, rs, g, nb, n_out, gd);
+          continue;
+        }
         switch (type) {
           case GgmlType::Q8_0:
             pack_q8_0_group(src, rs, g, nb, n_out, gd);
@@ -419,21 +428,7 @@ PackedMatrix pack_matrix_into(uint8_t* dst, GgmlType type, const void* W, int64_
             pack_q45_k_group<true>(src, rs, g, nb, n_out, gd);
             break;
           case GgmlType::Q6_K:
-            (K.pack_q6_k != nullptr ? K.pack_q6_k : pack_q6_k_group)(src, rs, g, nb, n_out, gd);
-            break;
-          case GgmlType::Q3_K:
-            if (K.pack_q3_k != nullptr) {
-              K.pack_q3_k(src, rs, g, nb, n_out, gd);
-            } else {
-              pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
-            }
-            break;
-          case GgmlType::Q2_K:
-            if (K.pack_q2_k != nullptr) {
-              K.pack_q2_k(src, rs, g, nb, n_out, gd);
-            } else {
-              pack_low_bit_group(type, src, rs, g, nb, n_out, gd);
-            }
+            pack_q6_k_group(src, rs, g, nb, n_out, gd);
             break;
           default:
             pack_low_bit_group(type, src, rs, g, nb, n_out, gd);

@@ -64,6 +64,16 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t n_in, int64_t n_out, u
   return bytes;
 }
 
+// Writes `spec` into the test's temporary folder as `name` and loads it (null on failure, with the
+// reason as a test failure).
+std::unique_ptr<Model> write_and_load(const TestModelSpec& spec, const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  EXPECT_TRUE(write_test_model(spec, path).ok());
+  auto m = Model::load(path);
+  EXPECT_TRUE(m) << m.error().message;
+  return m ? std::move(*m) : nullptr;
+}
+
 struct Case {
   GgmlType type;
   int64_t n_in, n_out, n_tokens;
@@ -361,15 +371,12 @@ TEST(CpuGemm, SameAsLastReusesTheQuantizedInputOnlyWhereItFits) {
 }
 
 TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
-  const std::string dir = ::testing::TempDir();
   TestModelSpec spec;
   spec.weight_type = GgmlType::Q8_0;
   spec.embd_type = GgmlType::F32;
-  const std::string path = dir + "/gemm-packed-q8_0.gguf";
-  ASSERT_TRUE(write_test_model(spec, path).ok());
-  auto m = Model::load(path);
-  ASSERT_TRUE(m) << m.error().message;
-  const Model& model = **m;
+  const auto m = write_and_load(spec, "gemm-packed-q8_0.gguf");
+  ASSERT_NE(m, nullptr);
+  const Model& model = *m;
   const auto a = PackedWeights::of(model), b = PackedWeights::of(model);
   EXPECT_EQ(a.get(), b.get());
   ThreadPool pool(2);
@@ -408,15 +415,12 @@ TEST(CpuGemm, PackedWeightsAreSharedMadeOnceAndOnlyForPackableTypes) {
 // output; each 64-byte aligned, packed_size() apart), whatever order they are first used in, and
 // hold what pack_matrix makes of the file's bytes.
 TEST(CpuGemm, PackedWeightsLieInOneMappingInModelOrder) {
-  const std::string dir = ::testing::TempDir();
   TestModelSpec spec;
   spec.weight_type = GgmlType::Q8_0;
   spec.embd_type = GgmlType::F32;
-  const std::string path = dir + "/gemm-arena-q8_0.gguf";
-  ASSERT_TRUE(write_test_model(spec, path).ok());
-  auto m = Model::load(path);
-  ASSERT_TRUE(m) << m.error().message;
-  const Model& model = **m;
+  const auto m = write_and_load(spec, "gemm-arena-q8_0.gguf");
+  ASSERT_NE(m, nullptr);
+  const Model& model = *m;
   std::vector<const GgufTensorInfo*> order;
   for (const LayerWeights& w : model.layers) {
     for (const GgufTensorInfo* t : w.matrices()) {
@@ -451,7 +455,6 @@ TEST(CpuGemm, PackedWeightsLieInOneMappingInModelOrder) {
 // Each expert of a stack has its own packed form, equal to the plain product on its slice;
 // phi3's fused attn_qkv is packed as a whole matrix.
 TEST(CpuGemm, ExpertsAndFusedMatricesArePacked) {
-  const std::string dir = ::testing::TempDir();
   TestModelSpec spec;
   spec.arch = "qwen3moe";
   spec.n_expert = 4;
@@ -459,11 +462,9 @@ TEST(CpuGemm, ExpertsAndFusedMatricesArePacked) {
   spec.n_ff_exp = 64;
   spec.weight_type = GgmlType::Q8_0;
   spec.embd_type = GgmlType::F32;
-  const std::string path = dir + "/gemm-packed-moe.gguf";
-  ASSERT_TRUE(write_test_model(spec, path).ok());
-  auto m = Model::load(path);
-  ASSERT_TRUE(m) << m.error().message;
-  const Model& model = **m;
+  const auto m = write_and_load(spec, "gemm-packed-moe.gguf");
+  ASSERT_NE(m, nullptr);
+  const Model& model = *m;
   const auto packed = PackedWeights::of(model);
   ThreadPool pool(2);
   const GgufTensorInfo& up = *model.layers[1].ffn_up_exps;
@@ -489,12 +490,10 @@ TEST(CpuGemm, ExpertsAndFusedMatricesArePacked) {
   phi.arch = "phi3";
   phi.weight_type = GgmlType::Q8_0;
   phi.embd_type = GgmlType::F32;
-  const std::string phi_path = dir + "/gemm-packed-phi3.gguf";
-  ASSERT_TRUE(write_test_model(phi, phi_path).ok());
-  auto pm = Model::load(phi_path);
-  ASSERT_TRUE(pm) << pm.error().message;
-  const GgufTensorInfo& qkv = *(*pm)->layers[0].attn_qkv;
-  const PackedMatrix* pq = PackedWeights::of(**pm)->get(qkv, pool);
+  const auto pm = write_and_load(phi, "gemm-packed-phi3.gguf");
+  ASSERT_NE(pm, nullptr);
+  const GgufTensorInfo& qkv = *pm->layers[0].attn_qkv;
+  const PackedMatrix* pq = PackedWeights::of(*pm)->get(qkv, pool);
   ASSERT_NE(pq, nullptr);
   EXPECT_EQ(pq->n_out, qkv.ne[1]);
 }
